@@ -1,0 +1,1 @@
+"""Benchmarks: `tileblend bench blend` (the seam alone), and end-to-end decode and pipeline benchmarks."""

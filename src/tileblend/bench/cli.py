@@ -1,0 +1,13 @@
+"""`tileblend bench KIND`: one subcommand per benchmark module."""
+
+from . import blend
+
+
+BENCHMARKS = (blend,)
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("bench", help="benchmark loop vs vectorized blends", description=__doc__)
+    kinds = parser.add_subparsers(dest="benchmark", required=True, metavar="KIND")
+    for benchmark in BENCHMARKS:
+        benchmark.add_parser(kinds)

@@ -1,0 +1,22 @@
+"""The `tileblend` command: `run`, `verify`, `bench` and `rewrite` subcommands, one module each."""
+
+import argparse
+
+from . import __version__, run, verify
+from .bench import cli as bench
+
+
+SUBCOMMANDS = (run, verify, bench)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse `argv` (default: sys.argv[1:]), run the subcommand and return its exit code (2 on a usage error)."""
+    parser = argparse.ArgumentParser(
+        prog="tileblend", description="Exact, vectorized tiled-VAE blending for diffusers."
+    )
+    parser.add_argument("--version", action="version", version=f"tileblend {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for subcommand in SUBCOMMANDS:
+        subcommand.add_parser(subparsers)
+    args = parser.parse_args(argv)
+    return args.handler(args)

@@ -1,0 +1,141 @@
+"""Swap diffusers' loop blends for `tileblend.blend` at runtime, and back.
+
+`enable()` imports every module of `diffusers.models.autoencoders`, finds each class whose own `blend_v`, `blend_h`
+or `blend_t` is the row loop (`tileblend.recognize`), and replaces those methods on the class. `disable()` puts the
+original function objects back. Methods named like blends that are not the loop are left alone and reported in a
+warning.
+"""
+
+import ast
+import contextlib
+import functools
+import importlib
+import inspect
+import pkgutil
+import textwrap
+import warnings
+from dataclasses import dataclass
+
+from .blend import BLEND_AXES, BLEND_FUNCTIONS
+from .recognize import recognize
+
+
+AUTOENCODERS_PACKAGE = "diffusers.models.autoencoders"
+
+
+@dataclass(frozen=True)
+class PatchedMethod:
+    """One method swapped by `enable()`: the class, the method name, the blended axis and the rank it expects."""
+
+    cls: type
+    method: str
+    axis: int
+    rank: int
+
+
+# (class, method name) -> the original function, while enabled.
+_originals: dict[tuple[type, str], object] = {}
+_patched: list[PatchedMethod] = []
+
+
+def autoencoder_classes() -> list[type]:
+    """Every class defined in a module of `diffusers.models.autoencoders`, in module order."""
+    package = importlib.import_module(AUTOENCODERS_PACKAGE)
+    classes = []
+    for module_info in sorted(pkgutil.iter_modules(package.__path__), key=lambda info: info.name):
+        try:
+            module = importlib.import_module(f"{AUTOENCODERS_PACKAGE}.{module_info.name}")
+        except ImportError as error:  # optional dependencies of unrelated models
+            warnings.warn(f"tileblend: skipped {AUTOENCODERS_PACKAGE}.{module_info.name}: {error}", stacklevel=3)
+            continue
+        classes += [
+            value for value in vars(module).values() if inspect.isclass(value) and value.__module__ == module.__name__
+        ]
+    return classes
+
+
+def find_loop_blends(classes) -> tuple[list[PatchedMethod], list[str]]:
+    """Split the blend-named methods of `classes` into recognised loops and the names of the rest."""
+    found, skipped = [], []
+    for cls in classes:
+        for name in BLEND_AXES:
+            function = vars(cls).get(name)
+            if function is None:
+                continue
+            try:
+                tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+                loop = recognize(tree.body[0])
+            except (OSError, TypeError, SyntaxError, IndexError):
+                loop = None
+            if loop is None:
+                skipped.append(f"{cls.__module__}.{cls.__qualname__}.{name}")
+            else:
+                found.append(PatchedMethod(cls=cls, method=name, axis=loop.axis, rank=loop.rank))
+    return found, skipped
+
+
+def vectorized_method(original, rank: int):
+    """The replacement for a loop method written for tensors of `rank` dimensions.
+
+    Inputs of that rank (the only ones diffusers passes) take `tileblend.blend`; any other rank calls the original, so
+    the method stays exact for every input.
+    """
+    blend = BLEND_FUNCTIONS[original.__name__]
+
+    @functools.wraps(original)
+    def method(self, a, b, blend_extent):
+        if a.dim() != rank or b.dim() != rank:
+            return original(self, a, b, blend_extent)
+        return blend(a, b, blend_extent)
+
+    return method
+
+
+def original_method(cls: type, name: str):
+    """The loop function of `cls.name` as diffusers defines it, whether or not tileblend is enabled."""
+    return _originals.get((cls, name), vars(cls)[name])
+
+
+def enable() -> list[PatchedMethod]:
+    """Replace every loop blend in diffusers' autoencoders with the vectorized blend; idempotent.
+
+    Returns:
+        The patched methods, one `PatchedMethod` each. Blend-named methods that are not the loop are left alone and
+        named in a `UserWarning`.
+    """
+    if _patched:
+        return list(_patched)
+    found, skipped = find_loop_blends(autoencoder_classes())
+    if skipped:
+        warnings.warn("tileblend left these methods alone (not the loop blend): " + ", ".join(skipped), stacklevel=2)
+    for patched in found:
+        original = vars(patched.cls)[patched.method]
+        _originals[(patched.cls, patched.method)] = original
+        setattr(patched.cls, patched.method, vectorized_method(original, patched.rank))
+    _patched.extend(found)
+    return list(_patched)
+
+
+def disable() -> None:
+    """Restore the original methods (the same function objects); idempotent."""
+    for (cls, name), original in _originals.items():
+        setattr(cls, name, original)
+    _originals.clear()
+    _patched.clear()
+
+
+def is_enabled() -> bool:
+    """Whether `enable()` is in effect."""
+    return bool(_patched)
+
+
+@contextlib.contextmanager
+def enabled():
+    """Enable tileblend inside a `with` block; restores the previous state on exit."""
+    was_enabled = is_enabled()
+    patched = enable()
+    try:
+        yield patched
+    finally:
+        if not was_enabled:
+            disable()
