@@ -23,10 +23,6 @@ needs float64 support.
 import torch
 
 
-SHORT_SEAM = 2
-"""Seams of at most this many rows are blended by the row loop, which launches fewer kernels for them."""
-
-
 def blend_tiles(a: torch.Tensor, b: torch.Tensor, blend_extent: int, dim: int) -> torch.Tensor:
     r"""
     Blend the end of tile `a` into the start of tile `b` along `dim`, in place, exactly as diffusers' row loop does.
@@ -50,7 +46,7 @@ def blend_tiles(a: torch.Tensor, b: torch.Tensor, blend_extent: int, dim: int) -
     shares_memory = (
         not torch.compiler.is_compiling() and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
     )
-    if n <= SHORT_SEAM or shares_memory or not (a.is_floating_point() and b.is_floating_point()):
+    if n <= 2 or shares_memory or not (a.is_floating_point() and b.is_floating_point()):
         # The loop itself: fewer kernels than the vectorized form for seams of one or two rows, and the only exact
         # order when the tiles share memory (rows written early may be read later). Integer and complex tensors have
         # no opmath rounding to reproduce, so they take this path too.
@@ -82,26 +78,17 @@ def blend_tiles(a: torch.Tensor, b: torch.Tensor, blend_extent: int, dim: int) -
 
 
 def blend_v(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor:
-    r"""
-    Blend the bottom rows of tile `a` into the top rows of tile `b` (axis -2), in place, and return `b`; equal bit for
-    bit to `tileblend.reference.blend_v`. See `blend_tiles`.
-    """
+    r"""Blend the bottom rows of tile `a` into the top rows of tile `b` (axis -2) in place; returns `b`. See `blend_tiles`."""
     return blend_tiles(a, b, blend_extent, dim=-2)
 
 
 def blend_h(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor:
-    r"""
-    Blend the right columns of tile `a` into the left columns of tile `b` (axis -1), in place, and return `b`; equal
-    bit for bit to `tileblend.reference.blend_h`. See `blend_tiles`.
-    """
+    r"""Blend the right columns of tile `a` into the left columns of tile `b` (axis -1) in place; returns `b`. See `blend_tiles`."""
     return blend_tiles(a, b, blend_extent, dim=-1)
 
 
 def blend_t(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor:
-    r"""
-    Blend the last frames of tile `a` into the first frames of tile `b` (axis -3), in place, and return `b`; equal bit
-    for bit to `tileblend.reference.blend_t`. See `blend_tiles`.
-    """
+    r"""Blend the last frames of tile `a` into the first frames of tile `b` (axis -3) in place; returns `b`. See `blend_tiles`."""
     return blend_tiles(a, b, blend_extent, dim=-3)
 
 
