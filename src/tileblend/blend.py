@@ -78,17 +78,17 @@ def blend_tiles(a: torch.Tensor, b: torch.Tensor, blend_extent: int, dim: int) -
 
 
 def blend_v(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor:
-    r"""Blend the bottom rows of tile `a` into the top rows of tile `b` (axis -2) in place; returns `b`. See `blend_tiles`."""
+    r"""Blend tile `a` into the top rows of tile `b` (axis -2) in place; returns `b`. See `blend_tiles`."""
     return blend_tiles(a, b, blend_extent, dim=-2)
 
 
 def blend_h(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor:
-    r"""Blend the right columns of tile `a` into the left columns of tile `b` (axis -1) in place; returns `b`. See `blend_tiles`."""
+    r"""Blend tile `a` into the left columns of tile `b` (axis -1) in place; returns `b`. See `blend_tiles`."""
     return blend_tiles(a, b, blend_extent, dim=-1)
 
 
 def blend_t(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor:
-    r"""Blend the last frames of tile `a` into the first frames of tile `b` (axis -3) in place; returns `b`. See `blend_tiles`."""
+    r"""Blend tile `a` into the first frames of tile `b` (axis -3) in place; returns `b`. See `blend_tiles`."""
     return blend_tiles(a, b, blend_extent, dim=-3)
 
 
