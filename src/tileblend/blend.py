@@ -1,8 +1,9 @@
 """The vectorized tile blend: the single source of truth for tileblend and for the code it writes into diffusers.
 
 `blend_v`, `blend_h` and `blend_t` replace diffusers' row-by-row loops (`tileblend.reference`) with a handful of
-kernels over the whole seam. For every input they give the loop's result bit for bit: same values, same rounding, same
-NaN payloads, in float16, bfloat16, float32 and float64, on any device. The loop computes each row as
+kernels over the whole seam. For every input they give the loop's result bit for bit (same rounding, signed zeros,
+infinities and subnormals, NaN at the same places; NaN payloads are not defined by PyTorch, see `tileblend.compare`),
+in float16, bfloat16, float32 and float64, on any device. The loop computes each row as
 
     round(round(a * (1 - y / n)) + round(b * (y / n)))
 
@@ -13,8 +14,8 @@ of its operand's dtype, then one add. `torch.lerp`, `torch.addcmul` or fused ker
 
 The functions keep the loop's contract: `b` is blended IN PLACE and returned; callers rely on this because they keep
 using the tile they passed in. On CUDA the weights are built on the device (no host-to-device copy, no sync), so a
-blend can be captured in a CUDA graph. On other devices they are built on the host in float64 and moved, so no device
-needs float64 support.
+blend can be captured in a CUDA graph. On other devices they are built on the host from Python floats and moved, so no
+device needs float64 support.
 
 `tileblend rewrite` copies `blend_tiles` into diffusers' `models/autoencoders/vae.py` and `blend_v`, `blend_h` and
 `blend_t` into `AutoencoderMixin` as methods, so this module must only use torch.
