@@ -88,14 +88,22 @@ class Tree:
         self.package = package
         self.ruff_config = ruff_config
         self.texts: dict[Path, str] = {}
+        self._lines: dict[Path, list[str]] = {}
+        self._resolved: dict[str, tuple[list[str], int]] = {}
 
     def lines(self, path: Path) -> list[str]:
-        if path not in self.texts:
+        """The current lines of `path` (read on first use); do not modify the list."""
+        if path not in self._lines:
             try:
-                self.texts[path] = path.read_text(encoding="utf-8")
+                self.set_text(path, path.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError) as error:
                 raise CopyError(f"cannot read {path}: {error}") from error
-        return self.texts[path].splitlines(keepends=True)
+        return self._lines[path]
+
+    def set_text(self, path: Path, text: str) -> None:
+        self.texts[path] = text
+        self._lines[path] = text.splitlines(keepends=True)
+        self._resolved.clear()
 
     def files(self) -> list[Path]:
         return sorted(self.package.rglob("*.py"))
@@ -117,6 +125,11 @@ class Tree:
 
     def resolve(self, target: str) -> tuple[list[str], int]:
         """The lines of the module holding `target` and the index of its `def`/`class` line."""
+        if target not in self._resolved:
+            self._resolved[target] = self._find(target)
+        return self._resolved[target]
+
+    def _find(self, target: str) -> tuple[list[str], int]:
         parts = target.split(".")
         for split in range(1, len(parts)):
             path = self.package.joinpath(*parts[:split]).with_suffix(".py")
@@ -136,61 +149,90 @@ class Tree:
             index += 1
         return lines, index - 1
 
-    def source_text(self, copy: Copy, copy_indent: str) -> str:
-        """What the copy's compared lines must be: the source's, after the copy's patterns."""
+    def source_text(self, copy: Copy) -> str | tuple[str, int]:
+        """What the copy's compared lines must be: the source's lines, or, when the copy has patterns, the
+        substituted lines still to be formatted (a module text whose first `depth` lines are to be dropped)."""
         lines, definition = self.resolve(copy.target)
+        copy_line = self.lines(copy.path)[copy.comment]
+        copy_indent = copy_line[: len(copy_line) - len(copy_line.lstrip())]
         indent = lines[definition][: len(lines[definition]) - len(lines[definition].lstrip())]
         if indent != copy_indent:
             raise CopyError(
                 f"{copy.location()}: diffusers.{copy.target} is at depth {len(indent) // 4}, its copy at depth "
                 f"{len(copy_indent) // 4}; diffusers' checker would overwrite the code after the copy"
             )
-        end = _block_end(lines, definition + 1, indent + "    ")
-        body = [line for line in lines[definition + 1 : end] if not COPIED_FROM.match(line)]
+        end = _block_end(lines, definition, indent + "    ")
+        body = "".join(line for line in lines[definition + 1 : end] if not COPIED_FROM.match(line))
         if not copy.patterns.strip():
-            return "".join(body)
-        code = "".join(body)
+            return body
         for pattern in copy.patterns.strip().removeprefix("with").split(","):
             match = REPLACE_PATTERN.match(pattern)
             if match is None:
                 continue
             old, new, option = match.groups()
-            code = re.sub(old, new, code)
+            body = re.sub(old, new, body)
             if option.strip() == "all-casing":
-                code = re.sub(old.lower(), new.lower(), code)
-                code = re.sub(old.upper(), new.upper(), code)
-        return "".join(self.format(lines[definition] + code, indent, copy).splitlines(keepends=True)[1:])
-
-    def format(self, code: str, indent: str, copy: Copy) -> str:
-        """`code` (a definition indented by `indent`) formatted by ruff in a context of that depth."""
+                body = re.sub(old.lower(), new.lower(), body)
+                body = re.sub(old.upper(), new.upper(), body)
+        # Formatted under the source's own first line, nested in classes to the copy's depth; that line and the
+        # classes are dropped afterwards.
         depth = len(indent) // 4
         wrapper = "".join(f"{'    ' * level}class _:\n" for level in range(depth))
-        options = ["--config", str(self.ruff_config)] if self.ruff_config else ["--line-length", "119"]
-        command = [sys.executable, "-m", "ruff", "format", "--silent", *options, "-"]
-        result = subprocess.run(command, input=wrapper + code, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise CopyError(f"{copy.location()}: ruff cannot format the source after `{copy.patterns.strip()}`")
-        return "".join(result.stdout.splitlines(keepends=True)[depth:])
+        return wrapper + lines[definition] + body, depth + 1
 
-    def mismatches(self, path: Path) -> list[tuple[Copy, str]]:
-        """(copy, expected text) for every copy in `path` that differs from its source."""
-        lines = self.lines(path)
+    def format_all(self, requests: dict[Copy, tuple[str, int]]) -> dict[Copy, str]:
+        """Format every request with one `ruff format` run; return each text without its first lines."""
+        if not requests:
+            return {}
+        copies = list(requests)
+        with tempfile.TemporaryDirectory() as directory:
+            for number, copy in enumerate(copies):
+                Path(directory, f"{number}.py").write_text(requests[copy][0], encoding="utf-8")
+            options = ["--config", str(self.ruff_config)] if self.ruff_config else ["--line-length", "119"]
+            result = subprocess.run(
+                [sys.executable, "-m", "ruff", "format", "--no-cache", *options, directory],
+                capture_output=True,
+                text=True,
+            )
+            if result.returncode != 0:
+                failed = re.search(r"(\d+)\.py", result.stderr)
+                culprit = copies[int(failed.group(1))] if failed else copies[0]
+                raise CopyError(
+                    f"{culprit.location()}: ruff cannot format diffusers.{culprit.target} after "
+                    f"`{culprit.patterns.strip()}`"
+                )
+            return {
+                copy: "".join(
+                    Path(directory, f"{number}.py")
+                    .read_text(encoding="utf-8")
+                    .splitlines(keepends=True)[requests[copy][1] :]
+                )
+                for number, copy in enumerate(copies)
+            }
+
+    def mismatches(self, files: list[Path]) -> list[tuple[Copy, str]]:
+        """(copy, expected text) for every copy in `files` that differs from its source, in file order."""
+        expected, requests = {}, {}
+        for path in files:
+            for copy in self.copies(path):
+                text = self.source_text(copy)
+                if isinstance(text, str):
+                    expected[copy] = text
+                else:
+                    requests[copy] = text
+        expected.update(self.format_all(requests))
         found = []
-        for copy in self.copies(path):
-            copy_indent = lines[copy.comment][: len(lines[copy.comment]) - len(lines[copy.comment].lstrip())]
-            expected = self.source_text(copy, copy_indent)
-            if "".join(lines[copy.start : copy.end]) != expected:
-                found.append((copy, expected))
+        for copy in sorted(expected, key=lambda copy: (str(copy.path), copy.comment)):
+            if "".join(self.lines(copy.path)[copy.start : copy.end]) != expected[copy]:
+                found.append((copy, expected[copy]))
         return found
 
-    def fix(self, path: Path) -> bool:
-        """Rewrite the mismatched copies of `path` in memory; whether anything changed."""
-        mismatches = self.mismatches(path)
-        lines = self.lines(path)
-        for copy, expected in reversed(mismatches):
+    def fix(self, mismatches: list[tuple[Copy, str]]) -> None:
+        """Rewrite the given copies in memory, each from its expected text."""
+        for copy, expected in sorted(mismatches, key=lambda item: (str(item[0].path), -item[0].comment)):
+            lines = list(self.lines(copy.path))
             lines[copy.start : copy.end] = expected.splitlines(keepends=True)
-        self.texts[path] = "".join(lines)
-        return bool(mismatches)
+            self.set_text(copy.path, "".join(lines))
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -212,17 +254,19 @@ def check(root: Path, fix: bool) -> int:
     tree = Tree(package, root / "pyproject.toml" if (root / "pyproject.toml").is_file() else None)
     files = tree.files()
     original = {path: "".join(tree.lines(path)) for path in files}
-    found = [copy for path in files for copy, _ in tree.mismatches(path)]
-    for copy in found:
+    found = tree.mismatches(files)
+    for copy, _ in found:
         print(f"{copy.location()}: copy differs from diffusers.{copy.target}")
     if not fix:
         if found:
             print(f"{len(found)} copies differ from their source; run `make fix-copies` to fix them")
         return 1 if found else 0
+    mismatches = found
     for _ in range(MAX_FIX_PASSES):
-        fixed = [path for path in files if tree.fix(path)]  # every file, each pass
-        if not fixed:
+        if not mismatches:
             break
+        tree.fix(mismatches)
+        mismatches = tree.mismatches(files)  # copies of fixed copies
     else:
         raise CopyError(f"copies still differ after {MAX_FIX_PASSES} passes (circular copies?)")
     changed = [path for path in files if tree.texts[path] != original[path]]
