@@ -275,8 +275,8 @@ def check(root: Path, fix: bool) -> int:
             ast.parse(tree.texts[path], filename=str(path))
         except SyntaxError as error:
             raise CopyError(f"fixing {path} would leave it unparsable (line {error.lineno}: {error.msg})") from error
-        if not os.access(path, os.W_OK):
-            raise CopyError(f"cannot write {path}: permission denied")
+        if not os.access(path, os.W_OK) or not path.stat().st_mode & 0o222:
+            raise CopyError(f"cannot write {path}: the file is read-only")
     for path in changed:
         write_atomically(path, tree.texts[path])
     print(f"fixed {len(found)} copies in {len(changed)} files")

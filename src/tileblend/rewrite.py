@@ -33,6 +33,7 @@ AUTOENCODERS = Path("models", "autoencoders")
 VAE_MODULE = "vae"
 COPIED_FROM = re.compile(r"^(\s*)#\s*Copied from\s+diffusers\.(\S+\.\S+)\s*($|\S.*$)")
 LINE_LENGTH = 119
+BLEND_DEFINITION = re.compile(r"\bdef\s+blend_[vht]\b")
 
 
 class RewriteError(Exception):
@@ -63,9 +64,12 @@ def find_package(path: Path) -> tuple[Path, Path | None]:
     raise RewriteError(f"{path} is not a diffusers checkout (no src/diffusers/) or diffusers package directory")
 
 
-def _read(path: Path) -> tuple[str, ast.Module]:
+def _read(path: Path) -> tuple[str, ast.Module | None]:
+    """The text of `path` and its syntax tree (None when no method can be named like a blend, to save the parse)."""
     try:
         text = path.read_text(encoding="utf-8")
+        if BLEND_DEFINITION.search(text) is None:
+            return text, None
         return text, ast.parse(text, filename=str(path))
     except (OSError, UnicodeDecodeError) as error:
         raise RewriteError(f"cannot read {path}: {error}") from error
@@ -128,6 +132,8 @@ def plan_module(path: Path, code: UpstreamCode) -> FileRewrite:
     text, tree = _read(path)
     lines = text.splitlines(keepends=True)
     plan = FileRewrite(path=path, old=text, new=text)
+    if tree is None:
+        return plan
     edits = []
     for cls, function in blend_candidates(tree):
         if path.stem == VAE_MODULE and cls.name == SOURCE_CLASS and cls in tree.body:
@@ -157,7 +163,10 @@ def plan_module(path: Path, code: UpstreamCode) -> FileRewrite:
 def plan_vae(plan: FileRewrite, code: UpstreamCode) -> FileRewrite:
     """Add (or refresh) `blend_tiles` and the `AutoencoderMixin` blend methods on top of vae.py's module plan."""
     lines = plan.new.splitlines(keepends=True)
-    tree = ast.parse(plan.new)
+    try:
+        tree = ast.parse(plan.new, filename=str(plan.path))
+    except SyntaxError as error:
+        raise RewriteError(f"cannot parse {plan.path}: line {error.lineno}: {error.msg}") from error
     classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == SOURCE_CLASS]
     if not classes:
         raise RewriteError(f"{plan.path} has no class {SOURCE_CLASS}")
@@ -194,7 +203,8 @@ def plan_rewrite(path: Path, code: UpstreamCode | None = None) -> list[FileRewri
     plans = [plan_vae(plan, code) if plan.path.stem == VAE_MODULE else plan for plan in plans]
     for plan in plans:
         try:
-            ast.parse(plan.new)
+            if plan.changed:
+                ast.parse(plan.new)
         except SyntaxError as error:
             raise RewriteError(f"the rewrite of {plan.path} does not parse: {error}") from error
     if root is not None and (root / TEST_MODULE_PATH).parent.is_dir():
@@ -206,8 +216,11 @@ def plan_rewrite(path: Path, code: UpstreamCode | None = None) -> list[FileRewri
 
 
 def _check_writable(path: Path) -> None:
-    if (path.exists() and not os.access(path, os.W_OK)) or not os.access(path.parent, os.W_OK):
-        raise RewriteError(f"cannot write {path}: permission denied")
+    """Refuse files without write permission, even for a user (root) who could replace them anyway."""
+    if path.exists() and (not os.access(path, os.W_OK) or not path.stat().st_mode & 0o222):
+        raise RewriteError(f"cannot write {path}: the file is read-only")
+    if not os.access(path.parent, os.W_OK):
+        raise RewriteError(f"cannot write {path}: its directory is read-only")
 
 
 def write_atomically(path: Path, text: str) -> None:
