@@ -152,6 +152,22 @@ def test_read_only_file_is_refused(tmp_path, capsys):
     assert path.read_text() == copy
 
 
-def test_not_a_diffusers_tree(tmp_path, capsys):
-    assert run(tmp_path) == 2
-    assert "is not a diffusers checkout" in capsys.readouterr().err
+def test_other_trees_are_checked_against_the_installed_diffusers(tmp_path, capsys):
+    (tmp_path / "src").mkdir()
+    path = tmp_path / "src" / "mixin.py"
+    path.write_text(
+        "class Mine:\n"
+        "    # Copied from diffusers.models.autoencoders.vae.AutoencoderMixin.disable_tiling\n"
+        "    def disable_tiling(self):\n"
+        "        pass\n"
+    )
+    assert run(tmp_path) == 1
+    assert f"{path}:2: copy differs" in capsys.readouterr().out
+    assert run(tmp_path, "--fix_and_overwrite") == 0
+    assert "        self.use_tiling = False\n" in path.read_text()
+    assert run(tmp_path) == 0
+
+
+def test_missing_path(tmp_path, capsys):
+    assert run(tmp_path / "missing") == 2
+    assert "is not a directory" in capsys.readouterr().err

@@ -3,7 +3,8 @@
     python utils/check_copies.py [--path ROOT] [--fix_and_overwrite]
 
 ROOT is a diffusers checkout (the code under ROOT/src/diffusers is scanned) or a diffusers package directory; the
-default is the current directory. The format and the comparison are diffusers' own:
+default is the current directory. Any other ROOT (such as this repository) has the Python files under ROOT/src (or
+ROOT) scanned, with sources resolved in the installed diffusers. The format and the comparison are diffusers' own:
 
 - The comment sits directly above the `def`/`class` of the copy (decorators go above the comment), and may end with
   `with A->B, C->D`: regular-expression substitutions applied to the compared source lines (`all-casing` after a
@@ -24,11 +25,14 @@ result ruff cannot format, or a fix that leaves a file that does not parse.
 
 import argparse
 import ast
+import importlib.util
+import io
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,12 +62,20 @@ class Copy:
         return f"{self.path}:{self.comment + 1}"
 
 
-def find_package(root: Path) -> Path:
-    """The diffusers package directory of a checkout or package directory `root`."""
+def find_package(root: Path) -> Path | None:
+    """The diffusers package directory of a checkout or package directory `root`, or None."""
     for package in (root / "src" / "diffusers", root):
         if (package / "__init__.py").is_file() and package.name == "diffusers":
             return package
-    raise CopyError(f"{root} is not a diffusers checkout (no src/diffusers/) or diffusers package directory")
+    return None
+
+
+def installed_package() -> Path:
+    """The directory of the importable diffusers package (found without importing it)."""
+    spec = importlib.util.find_spec("diffusers")
+    if spec is None or not spec.submodule_search_locations:
+        raise CopyError("diffusers is not installed, and the path given is not a diffusers tree")
+    return Path(spec.submodule_search_locations[0])
 
 
 def _continues(line: str, indent: str) -> bool:
@@ -81,11 +93,21 @@ def _block_end(lines: list[str], start: int, indent: str) -> int:
     return end
 
 
+def _comment_lines(text: str, path: Path) -> set[int]:
+    """Indices of the lines of `text` that hold a comment token."""
+    try:
+        tokens = tokenize.generate_tokens(io.StringIO(text).readline)
+        return {token.start[0] - 1 for token in tokens if token.type == tokenize.COMMENT}
+    except (tokenize.TokenError, SyntaxError) as error:
+        raise CopyError(f"cannot tokenize {path}: {error}") from error
+
+
 class Tree:
     """The files of a diffusers package, read once and edited in memory."""
 
-    def __init__(self, package: Path, ruff_config: Path | None):
+    def __init__(self, package: Path, scanned: Path, ruff_config: Path | None):
         self.package = package
+        self.scanned = scanned
         self.ruff_config = ruff_config
         self.texts: dict[Path, str] = {}
         self._lines: dict[Path, list[str]] = {}
@@ -106,18 +128,22 @@ class Tree:
         self._resolved.clear()
 
     def files(self) -> list[Path]:
-        return sorted(self.package.rglob("*.py"))
+        return sorted(self.scanned.rglob("*.py"))
 
     def copies(self, path: Path) -> list[Copy]:
-        """Every marked copy in `path`."""
+        """Every marked copy in `path`. Outside a diffusers package, and wherever a marker is not followed by a
+        definition, only real comments count (not text in strings, such as this checker's own tests)."""
         lines = self.lines(path)
+        comments = None if self.scanned == self.package else _comment_lines(self.texts[path], path)
         copies = []
         for index, line in enumerate(lines):
             match = COPIED_FROM.match(line)
-            if match is None:
+            if match is None or (comments is not None and index not in comments):
                 continue
             indent, target, patterns = match.groups()
             if index + 1 >= len(lines) or not re.match(rf"{indent}(async def|def|class)\s", lines[index + 1]):
+                if comments is None and index not in _comment_lines(self.texts[path], path):
+                    continue
                 raise CopyError(f"{path}:{index + 1}: no definition directly below `# Copied from diffusers.{target}`")
             body_indent = indent + "    "
             copies.append(Copy(path, index, target, patterns, index + 2, _block_end(lines, index + 1, body_indent)))
@@ -250,8 +276,13 @@ def write_atomically(path: Path, text: str) -> None:
 
 def check(root: Path, fix: bool) -> int:
     """Check (or fix) every copy under `root`; print what differs; return the exit code."""
+    if not root.is_dir():
+        raise CopyError(f"{root} is not a directory")
     package = find_package(root)
-    tree = Tree(package, root / "pyproject.toml" if (root / "pyproject.toml").is_file() else None)
+    # A tree that is not diffusers (this repository): its copies are checked against the installed diffusers.
+    scanned = package or (root / "src" if (root / "src").is_dir() else root)
+    config = root / "pyproject.toml" if (root / "pyproject.toml").is_file() else None
+    tree = Tree(package or installed_package(), scanned, config)
     files = tree.files()
     original = {path: "".join(tree.lines(path)) for path in files}
     found = tree.mismatches(files)
