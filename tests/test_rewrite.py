@@ -6,8 +6,10 @@ because the rewrite and the copy checker replace files instead of writing into t
 """
 
 import ast
+import contextlib
 import filecmp
 import importlib.util
+import io
 import os
 import shutil
 import subprocess
@@ -105,20 +107,25 @@ def pristine(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def rewritten(pristine, tmp_path_factory) -> Path:
-    """The checkout root after one `tileblend rewrite` of a copy of `pristine`."""
+def expected(pristine) -> dict[str, int]:
+    """Loop blends per file of the pristine copy."""
+    return loop_blends(pristine / "src" / "diffusers")
+
+
+@pytest.fixture(scope="module")
+def rewritten(pristine, tmp_path_factory) -> tuple[Path, str]:
+    """(checkout root, printed report) after one `tileblend rewrite` of a copy of `pristine`."""
     root = link_tree(pristine, tmp_path_factory.mktemp("rewritten") / "checkout")
-    assert tileblend(["rewrite", str(root)]) == 0
-    return root
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output):
+        assert tileblend(["rewrite", str(root)]) == 0
+    return root, output.getvalue()
 
 
-def test_rewrite_reports_every_loop_blend_and_skips_nothing(pristine, tmp_path, capsys):
-    root = link_tree(pristine, tmp_path / "checkout")
-    expected = loop_blends(root / "src" / "diffusers")
+def test_rewrite_reports_every_loop_blend_and_skips_nothing(rewritten, expected):
+    root, out = rewritten
     if diffusers.__version__ == "0.42.1":
         assert (sum(expected.values()), len(expected)) == (44, 19)
-    code, out, _ = run_rewrite(capsys, root)
-    assert code == 0
     total = sum(expected.values())
     assert f"{total} blend methods in {len(expected)} files ({total} rewritten, 0 up to date), 0 skipped" in out
     assert "skipped (named like a blend" not in out
@@ -129,7 +136,7 @@ def test_rewrite_reports_every_loop_blend_and_skips_nothing(pristine, tmp_path, 
     assert (root / TEST_MODULE_PATH).is_file()
 
 
-def test_check_and_diff_write_nothing_and_second_run_changes_nothing(pristine, tmp_path, capsys):
+def test_check_and_diff_write_nothing_and_second_run_changes_nothing(pristine, expected, tmp_path, capsys):
     root = link_tree(pristine, tmp_path / "checkout")
     before = snapshot(root)
     code, out, _ = run_rewrite(capsys, root, "--check")
@@ -146,16 +153,15 @@ def test_check_and_diff_write_nothing_and_second_run_changes_nothing(pristine, t
     assert after != before
     code, out, _ = run_rewrite(capsys, root)
     assert code == 0
-    total = sum(loop_blends(pristine / "src" / "diffusers").values())
+    total = sum(expected.values())
     assert f"(0 rewritten, {total} up to date)" in out
     assert "0 files changed" in out
     assert snapshot(root) == after
     assert run_rewrite(capsys, root, "--check")[0] == 0
 
 
-def test_bare_package_directory(pristine, tmp_path, capsys):
+def test_bare_package_directory(pristine, expected, tmp_path, capsys):
     package = link_tree(pristine / "src" / "diffusers", tmp_path / "diffusers")
-    expected = loop_blends(package)
     code, out, _ = run_rewrite(capsys, package)
     assert code == 0
     assert f"{sum(expected.values())} blend methods in {len(expected)} files" in out
@@ -163,14 +169,14 @@ def test_bare_package_directory(pristine, tmp_path, capsys):
     assert check_copies.main(["--path", str(package)]) == 0
 
 
-def test_rewritten_tree_is_ruff_clean(pristine, rewritten):
-    root = rewritten
+def test_rewritten_tree_is_ruff_clean(pristine, expected, rewritten):
+    root, _ = rewritten
     touched = [
         str(path)
         for path in sorted((root / "src" / "diffusers" / AUTOENCODERS).glob("*.py"))
         if not filecmp.cmp(path, pristine / "src" / "diffusers" / AUTOENCODERS / path.name, shallow=False)
     ]
-    assert len(touched) == len(loop_blends(pristine / "src" / "diffusers")) + 1  # + vae.py
+    assert len(touched) == len(expected) + 1  # + vae.py
     touched.append(str(root / TEST_MODULE_PATH))
     config = ["--config", str(root / "pyproject.toml")]
     for command in (["check", "--no-cache"], ["format", "--check", "--no-cache"]):
@@ -179,7 +185,7 @@ def test_rewritten_tree_is_ruff_clean(pristine, rewritten):
 
 
 def test_copy_checker_passes_detects_fixes_and_refuses(rewritten, tmp_path, capsys):
-    root = link_tree(rewritten, tmp_path / "checkout")
+    root = link_tree(rewritten[0], tmp_path / "checkout")
     assert check_copies.main(["--path", str(root)]) == 0
 
     wan = root / "src" / "diffusers" / AUTOENCODERS / "autoencoder_kl_wan.py"
@@ -203,7 +209,7 @@ def test_copy_checker_passes_detects_fixes_and_refuses(rewritten, tmp_path, caps
 
 
 def test_rewritten_tree_runs_bitwise_like_the_pristine_one(rewritten, tmp_path):
-    root = rewritten
+    root, _ = rewritten
     out = tmp_path / "rewritten.pt"
     environment = {**os.environ, "PYTHONPATH": str(root / "src"), "OMP_NUM_THREADS": "1"}
     script = REPO / "tests" / "rewrite_tiled_outputs.py"
@@ -227,7 +233,7 @@ def test_rewritten_tree_runs_bitwise_like_the_pristine_one(rewritten, tmp_path):
 
 
 def test_emitted_test_module_passes(rewritten):
-    root = rewritten
+    root, _ = rewritten
     environment = {**os.environ, "PYTHONPATH": str(root / "src"), "OMP_NUM_THREADS": "1"}
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", str(TEST_MODULE_PATH)],
