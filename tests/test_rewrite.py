@@ -143,6 +143,7 @@ def test_check_and_diff_write_nothing_and_second_run_changes_nothing(pristine, e
     assert code == 1
     code, out, _ = run_rewrite(capsys, root, "--diff")
     assert code == 0
+    assert "--- a/src/diffusers/models/autoencoders/autoencoder_kl.py\n" in out  # relative: `git apply` works
     assert "+    # Copied from diffusers.models.autoencoders.vae.AutoencoderMixin.blend_v\n" in out
     assert "+def blend_tiles(a: torch.Tensor, b: torch.Tensor, blend_extent: int, dim: int) -> torch.Tensor:\n" in out
     assert snapshot(root) == before

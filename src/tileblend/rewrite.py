@@ -9,8 +9,8 @@ row loop (the recogniser `tileblend.enable()` uses) is replaced in place by
 
 and `blend_tiles` is added to the file's `from .vae import ...`. Copies written by an earlier run are refreshed from
 the current source (so a second run changes nothing), methods named like blends that are neither are left alone and
-reported. Every file is parsed and every edit computed before anything is written; each file is then replaced
-atomically. When the checkout has `tests/models/autoencoders/`, a test module for the rewritten classes is written
+reported. Every file that defines a method named like a blend is parsed and every edit computed before anything is
+written; each file is then replaced atomically. When the checkout has `tests/models/autoencoders/`, a test module for the rewritten classes is written
 there too (`tileblend.upstream_tests`).
 """
 
@@ -275,19 +275,17 @@ def _state(plan: FileRewrite) -> str:
     return "up to date" if not plan.changed else "written" if plan.old else "created"
 
 
-def unified_diff(plans: list[FileRewrite]) -> str:
-    return "".join(
-        "".join(
-            difflib.unified_diff(
-                plan.old.splitlines(keepends=True),
-                plan.new.splitlines(keepends=True),
-                fromfile=f"a/{plan.path}",
-                tofile=f"b/{plan.path}",
+def unified_diff(plans: list[FileRewrite], base: Path) -> str:
+    """The changes as a unified diff with paths relative to `base` (applies with `git apply` there)."""
+    patches = []
+    for plan in plans:
+        if plan.changed:
+            name = plan.path.relative_to(base).as_posix()
+            old, new = plan.old.splitlines(keepends=True), plan.new.splitlines(keepends=True)
+            patches += difflib.unified_diff(
+                old, new, fromfile=f"a/{name}" if plan.old else "/dev/null", tofile=f"b/{name}"
             )
-        )
-        for plan in plans
-        if plan.changed
-    )
+    return "".join(patches)
 
 
 def add_parser(subparsers) -> None:
@@ -309,9 +307,9 @@ def main(args: argparse.Namespace) -> int:
     """Plan, report and (unless --check or --diff) write the rewrite of `args.path`."""
     try:
         plans = plan_rewrite(args.path)
-        package, _ = find_package(args.path)
+        package, root = find_package(args.path)
         if args.diff:
-            sys.stdout.write(unified_diff(plans))
+            sys.stdout.write(unified_diff(plans, root or package.parent))
             return 0
         if not args.check:
             apply_rewrite(plans)
