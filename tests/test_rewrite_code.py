@@ -140,3 +140,12 @@ def test_a_tree_without_blends_is_an_error(tmp_path, capsys):
 )
 def test_import_is_sorted_and_wrapped_like_ruff(names, expected):
     assert _import_lines(names) == expected
+
+
+def test_wrapped_import_stays_wrapped_and_keeps_aliases():
+    assert _import_lines(["Encoder as E", "blend_tiles"], wrapped=True) == [
+        "from .vae import (\n",
+        "    Encoder as E,\n",
+        "    blend_tiles,\n",
+        ")\n",
+    ]

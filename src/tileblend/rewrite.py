@@ -95,10 +95,12 @@ def _name_order(name: str) -> tuple[int, str, str]:
     return kind, name.lower(), name
 
 
-def _import_lines(names: list[str]) -> list[str]:
-    names = sorted(names, key=_name_order)
+def _import_lines(names: list[str], wrapped: bool = False) -> list[str]:
+    """`from .vae import <names>` as ruff formats it: one line if it fits (and was not wrapped before), else one name
+    per line. A name may carry its alias ("X as Y")."""
+    names = sorted(names, key=lambda name: _name_order(name.split(" as ")[0]))
     line = f"from .{VAE_MODULE} import {', '.join(names)}\n"
-    if len(line) - 1 <= LINE_LENGTH:
+    if len(line) - 1 <= LINE_LENGTH and not wrapped:
         return [line]
     return [f"from .{VAE_MODULE} import (\n", *[f"    {name},\n" for name in names], ")\n"]
 
@@ -112,10 +114,11 @@ def _import_edit(tree: ast.Module, path: Path):
     ]
     if not imports:
         raise RewriteError(f"{path} has no `from .{VAE_MODULE} import ...` to add blend_tiles to")
-    names = [alias.name for alias in imports[0].names]
+    names = [alias.name + (f" as {alias.asname}" if alias.asname else "") for alias in imports[0].names]
     if any(alias.name == "blend_tiles" and alias.asname is None for node in imports for alias in node.names):
         return None
-    return imports[0].lineno - 1, imports[0].end_lineno, _import_lines(names + ["blend_tiles"])
+    wrapped = imports[0].end_lineno > imports[0].lineno
+    return imports[0].lineno - 1, imports[0].end_lineno, _import_lines(names + ["blend_tiles"], wrapped)
 
 
 def _copied_from_start(lines: list[str], def_index: int) -> tuple[int, str | None]:
