@@ -142,10 +142,10 @@ def test_import_is_sorted_and_wrapped_like_ruff(names, expected):
     assert _import_lines(names) == expected
 
 
-def test_wrapped_import_stays_wrapped_and_keeps_aliases():
-    assert _import_lines(["Encoder as E", "blend_tiles"], wrapped=True) == [
+def test_wrapped_import_stays_wrapped():
+    assert _import_lines(["Encoder", "blend_tiles"], wrapped=True) == [
         "from .vae import (\n",
-        "    Encoder as E,\n",
+        "    Encoder,\n",
         "    blend_tiles,\n",
         ")\n",
     ]

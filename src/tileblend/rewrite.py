@@ -97,8 +97,8 @@ def _name_order(name: str) -> tuple[int, str, str]:
 
 def _import_lines(names: list[str], wrapped: bool = False) -> list[str]:
     """`from .vae import <names>` as ruff formats it: one line if it fits (and was not wrapped before), else one name
-    per line. A name may carry its alias ("X as Y")."""
-    names = sorted(names, key=lambda name: _name_order(name.split(" as ")[0]))
+    per line."""
+    names = sorted(names, key=_name_order)
     line = f"from .{VAE_MODULE} import {', '.join(names)}\n"
     if len(line) - 1 <= LINE_LENGTH and not wrapped:
         return [line]
@@ -112,13 +112,15 @@ def _import_edit(tree: ast.Module, path: Path):
         for node in tree.body
         if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module == VAE_MODULE
     ]
-    if not imports:
-        raise RewriteError(f"{path} has no `from .{VAE_MODULE} import ...` to add blend_tiles to")
-    names = [alias.name + (f" as {alias.asname}" if alias.asname else "") for alias in imports[0].names]
     if any(alias.name == "blend_tiles" and alias.asname is None for node in imports for alias in node.names):
         return None
-    wrapped = imports[0].end_lineno > imports[0].lineno
-    return imports[0].lineno - 1, imports[0].end_lineno, _import_lines(names + ["blend_tiles"], wrapped)
+    # ruff keeps aliased names in statements of their own: extend one without aliases.
+    plain = [node for node in imports if not any(alias.asname for alias in node.names)]
+    if not plain:
+        raise RewriteError(f"{path} has no `from .{VAE_MODULE} import ...` (without aliases) to add blend_tiles to")
+    names = [alias.name for alias in plain[0].names] + ["blend_tiles"]
+    wrapped = plain[0].end_lineno > plain[0].lineno
+    return plain[0].lineno - 1, plain[0].end_lineno, _import_lines(names, wrapped)
 
 
 def _copied_from_start(lines: list[str], def_index: int) -> tuple[int, str | None]:
