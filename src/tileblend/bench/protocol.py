@@ -153,17 +153,8 @@ def _package_root() -> str:
 
 def run_worker(module: str, arm: str, config: dict, result_path: Path, save_path: Path | None) -> dict:
     """Start one worker process for `arm`, wait for it, and return its JSON result; raises if it fails."""
-    command = [
-        sys.executable,
-        "-m",
-        module,
-        "--arm",
-        arm,
-        "--config",
-        json.dumps(config),
-        "--result",
-        str(result_path),
-    ]
+    command = [sys.executable, "-m", module, "--arm", arm, "--config", json.dumps(config)]
+    command += ["--result", str(result_path)]
     if save_path is not None:
         command += ["--save", str(save_path)]
     env = dict(os.environ)
@@ -178,7 +169,7 @@ def format_bytes(count: int) -> str:
     return f"{count / 2**30:.2f} GiB" if count >= 2**30 else f"{count / 2**20:.0f} MiB"
 
 
-def run_pairs(module: str, config: dict, pairs: int, progress=print) -> dict:
+def run_pairs(module: str, config: dict, pairs: int, progress=lambda line: print(line, flush=True)) -> dict:
     """Run the A/B protocol for `pairs` pairs of worker processes of `module` and return the summary.
 
     Raises:
@@ -236,21 +227,30 @@ def run_pairs(module: str, config: dict, pairs: int, progress=print) -> dict:
     }
 
 
-def environment(device: torch.device) -> dict:
+def cpu_name() -> str:
+    """The CPU model (from /proc/cpuinfo on Linux), or what `platform` knows."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def environment(config: dict) -> dict:
     """Versions and machine of this run, for the JSON record and the results docs."""
+    device = torch.device(config["device"])
     versions = {"python": platform.python_version(), "torch": torch.__version__, "tileblend": __version__}
-    for package in ("diffusers", "accelerate"):
+    for package in ("diffusers", "transformers", "accelerate"):
         try:
             versions[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
             versions[package] = None
-    machine = {"platform": platform.platform(), "processor": platform.processor() or platform.machine()}
-    machine["cpu_count"] = os.cpu_count()
+    machine = {"platform": platform.platform(), "processor": cpu_name(), "cpu_count": os.cpu_count()}
     if device.type == "cuda":
         versions["cuda"] = torch.version.cuda
         machine["device_name"] = torch.cuda.get_device_name(device)
     else:
-        machine["device_name"] = f"CPU ({torch.get_num_threads()} torch threads)"
+        machine["device_name"] = f"CPU, {config['threads'] or torch.get_num_threads()} torch threads per process"
     return {"versions": versions, "machine": machine}
 
 
@@ -335,7 +335,6 @@ def report(benchmark: str, module: str, title: str, config: dict, args: argparse
     if args.pairs < 1 or args.reps < 1 or args.warmup < 0:
         print("--pairs and --reps must be at least 1, --warmup at least 0", file=sys.stderr)
         return 2
-    device = torch.device(config["device"])
     print(
         f"{title}\n{args.pairs} pairs of processes (A B, B A, ...), {args.warmup} warmup + {args.reps} timed calls each"
     )
@@ -343,7 +342,7 @@ def report(benchmark: str, module: str, title: str, config: dict, args: argparse
     print()
     print(format_summary(title, summary))
     record = {"benchmark": benchmark, "title": title, "command": command_line(benchmark, args)}
-    record |= environment(device) | summary
+    record |= environment(config) | summary
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(record, indent=2), encoding="utf-8")
