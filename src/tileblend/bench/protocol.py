@@ -250,7 +250,7 @@ def environment(config: dict) -> dict:
         versions["cuda"] = torch.version.cuda
         machine["device_name"] = torch.cuda.get_device_name(device)
     else:
-        machine["device_name"] = f"CPU, {config['threads'] or torch.get_num_threads()} torch threads per process"
+        machine["device_name"] = f"CPU, torch threads per process: {config['threads'] or torch.get_num_threads()}"
     return {"versions": versions, "machine": machine}
 
 
