@@ -46,3 +46,12 @@ endif
 upstream-pr: install
 	@test -n "$(DIFFUSERS)" || { echo "usage: make upstream-pr DIFFUSERS=path/to/diffusers-checkout"; exit 2; }
 	PYTHONPATH=src $(BIN)/python utils/upstream_pr.py $(DIFFUSERS)
+
+# Regenerate docs/results.md: runs the end-to-end benchmarks of DEVICE (default cpu; cuda on a GPU machine).
+results: install
+	PYTHONPATH=src $(BIN)/python utils/make_results.py --device $(or $(DEVICE),cpu)
+
+# GPU validation in one command, with the machine's own Python (torch with CUDA). Packages it lacks (diffusers...)
+# are installed from the wheel folder WHEELS=DIR. DEVICE=cpu runs every step at tiny sizes. Outputs: out/gpu-check/.
+gpu-check:
+	PYTHONPATH=src $(PYTHON) utils/gpu_check.py --device $(or $(DEVICE),cuda) $(if $(WHEELS),--wheels $(WHEELS))

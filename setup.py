@@ -5,7 +5,7 @@ from setuptools import find_packages, setup
 
 extras = {
     "dev": ["ruff>=0.9", "pytest>=8", "pytest-xdist>=3", "hypothesis>=6", "accelerate>=1.0", "libcst>=1.1", "tqdm>=4"],
-    "bench": ["matplotlib>=3.7"],
+    "bench": ["matplotlib>=3.7", "transformers>=4.41"],
 }
 extras["dev"] += extras["bench"]
 

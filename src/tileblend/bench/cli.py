@@ -1,9 +1,9 @@
 """`tileblend bench KIND`: one subcommand per benchmark module."""
 
-from . import blend
+from . import blend, decode, pipeline
 
 
-BENCHMARKS = (blend,)
+BENCHMARKS = (blend, decode, pipeline)
 
 
 def add_parser(subparsers) -> None:

@@ -1,0 +1,146 @@
+"""`tileblend bench pipeline`: a whole StableDiffusionPipeline call with diffusers' loops (arm A) vs tileblend (B).
+
+The pipeline is built from components with seeded random weights, so nothing is downloaded: an SD-v1-size
+`UNet2DConditionModel` and `AutoencoderKL`, SD-v1's DDIM schedule, no text encoder, tokenizer or safety checker.
+Each call passes seeded random prompt embeddings (1, 77, cross-attention dim), runs DDIM for 2 steps with guidance 1
+at 1024x1024 and decodes with VAE tiling, and returns the image tensor. Same A/B process protocol as `bench decode`
+(`tileblend.bench.protocol`). Presets: `sd` (the sizes above; meant for a GPU, runs on a CPU with a smaller --size
+and --tile) and `small` (a small UNet and the `small` VAE of `bench decode`, 256x256, for CPUs and tests).
+
+This module is also the worker: `python -m tileblend.bench.pipeline --arm A|B --config JSON ...`.
+"""
+
+import argparse
+import sys
+from dataclasses import dataclass
+
+import torch
+
+from . import protocol
+from .decode import build_vae
+
+
+WORKER_MODULE = "tileblend.bench.pipeline"
+
+SD_UNET_CONFIG = {
+    "sample_size": 64,
+    "in_channels": 4,
+    "out_channels": 4,
+    "down_block_types": ["CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "DownBlock2D"],
+    "up_block_types": ["UpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D"],
+    "block_out_channels": [320, 640, 1280, 1280],
+    "layers_per_block": 2,
+    "cross_attention_dim": 768,
+    "attention_head_dim": 8,
+    "norm_num_groups": 32,
+}
+"""The architecture of Stable Diffusion v1's UNet (random weights here)."""
+
+SMALL_UNET_CONFIG = SD_UNET_CONFIG | {
+    "down_block_types": ["CrossAttnDownBlock2D", "DownBlock2D"],
+    "up_block_types": ["UpBlock2D", "CrossAttnUpBlock2D"],
+    "block_out_channels": [32, 64],
+    "layers_per_block": 1,
+    "cross_attention_dim": 32,
+}
+"""A two-level UNet with SD-v1's block types and 1/10 or less of its channels."""
+
+SD_SCHEDULER_CONFIG = {
+    "beta_start": 0.00085,
+    "beta_end": 0.012,
+    "beta_schedule": "scaled_linear",
+    "clip_sample": False,
+    "set_alpha_to_one": False,
+    "steps_offset": 1,
+}
+"""Stable Diffusion v1's DDIM settings."""
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A pipeline workload: UNet config, VAE (a `bench decode` VAE name), image size and VAE tile size."""
+
+    unet: dict
+    vae: str
+    size: int
+    tile: int
+
+
+PRESETS = {
+    "sd": Preset(unet=SD_UNET_CONFIG, vae="sd", size=1024, tile=512),
+    "small": Preset(unet=SMALL_UNET_CONFIG, vae="small", size=256, tile=64),
+}
+
+
+def build_workload(config: dict):
+    """The worker's measured call: one seeded pipeline call; returns the image tensor."""
+    from diffusers import DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
+
+    device, dtype = torch.device(config["device"]), protocol.DTYPES[config["dtype"]]
+    preset = PRESETS[config["preset"]]
+    vae = build_vae(preset.vae, config["tile"], device, dtype, config["seed"])
+    torch.manual_seed(config["seed"] + 2)
+    unet = UNet2DConditionModel(**preset.unet).to(device, dtype).eval()
+    pipe = StableDiffusionPipeline(
+        vae=vae,
+        text_encoder=None,
+        tokenizer=None,
+        unet=unet,
+        scheduler=DDIMScheduler(**SD_SCHEDULER_CONFIG),
+        safety_checker=None,
+        feature_extractor=None,
+        requires_safety_checker=False,
+    )
+    pipe.set_progress_bar_config(disable=True)
+    generator = torch.Generator().manual_seed(config["seed"] + 3)
+    prompt_embeds = torch.randn((1, 77, unet.config.cross_attention_dim), generator=generator).to(device, dtype)
+
+    def generate():
+        return pipe(
+            prompt_embeds=prompt_embeds,
+            num_inference_steps=2,
+            guidance_scale=1.0,
+            height=config["size"],
+            width=config["size"],
+            generator=torch.Generator().manual_seed(config["seed"] + 4),
+            output_type="pt",
+        ).images
+
+    return generate
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "pipeline",
+        help="StableDiffusionPipeline call (DDIM 2 steps, tiled VAE): diffusers' loops vs tileblend",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    default_device = "cuda" if torch.cuda.is_available() else "cpu"
+    default_preset = "sd" if default_device == "cuda" else "small"
+    parser.add_argument(
+        "--preset", choices=list(PRESETS), default=default_preset, help=f"workload (default: {default_preset})"
+    )
+    parser.add_argument("--size", type=int, help="image height and width in pixels (default: the preset's)")
+    parser.add_argument("--tile", type=int, help="VAE tile size in pixels (default: the preset's)")
+    protocol.add_protocol_arguments(parser, default_device)
+    parser.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the pipeline benchmark; returns 1 if arm A and arm B produce different images."""
+    preset = PRESETS[args.preset]
+    config = {
+        "preset": args.preset,
+        "size": args.size or preset.size,
+        "tile": args.tile or preset.tile,
+    } | protocol.protocol_config(args)
+    title = (
+        f"tileblend bench pipeline: preset {args.preset}, DDIM 2 steps, {config['size']}x{config['size']}, "
+        f"{config['tile']}-px VAE tiles, {args.dtype} on {args.device}"
+    )
+    return protocol.report("pipeline", WORKER_MODULE, title, config, args)
+
+
+if __name__ == "__main__":
+    sys.exit(protocol.worker_main(build_workload))

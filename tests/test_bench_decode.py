@@ -1,0 +1,101 @@
+"""`tileblend bench decode` and the A/B process protocol, at tiny sizes (a few worker processes)."""
+
+import json
+import textwrap
+
+import pytest
+import torch
+
+from tileblend.bench import protocol
+from tileblend.cli import main as tileblend
+
+
+TINY = ["--size", "128", "--pairs", "1", "--reps", "1", "--warmup", "0", "--threads", "1"]
+
+
+def test_arm_order_alternates_a_b_b_a():
+    assert protocol.arm_order(3) == [(0, "A"), (0, "B"), (1, "B"), (1, "A"), (2, "A"), (2, "B")]
+
+
+def test_decode_benchmark_records_both_arms(tmp_path):
+    record_path, plot_path = tmp_path / "decode.json", tmp_path / "decode.png"
+    code = tileblend(
+        ["bench", "decode", "--preset", "small", "--device", "cpu", *TINY, "--json", str(record_path)]
+        + ["--plot", str(plot_path)]
+    )
+    record = json.loads(record_path.read_text())
+
+    assert code == 0
+    assert record["outputs_equal"] is True
+    assert record["order"] == ["A", "B"]
+    assert record["arms"]["A"]["tileblend_enabled"] == [False]
+    assert record["arms"]["B"]["tileblend_enabled"] == [True]
+    for arm in ("A", "B"):
+        stats = record["arms"][arm]
+        assert stats["blend_calls"] > 0  # the tiled path ran: 128 px in 64-px tiles
+        assert len(stats["samples_ms"]) == 1 and len(stats["samples_ms"][0]) == 1
+        assert stats["median_ms"] > 0 and stats["peak_memory_bytes"] > 0
+        assert stats["peak_memory_kind"] == "process peak RSS"
+    assert len(record["speedups"]) == 1 and record["speedups"][0] > 0
+    assert record["config"] | {"size": 128, "tile": 64, "preset": "small"} == record["config"]
+    assert record["output_shape"] == [1, 3, 128, 128]
+    assert record["versions"]["diffusers"] and record["versions"]["torch"] == torch.__version__
+    assert record["command"].startswith("tileblend bench decode --preset small")
+    assert plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_decode_benchmark_refuses_a_single_tile(tmp_path):
+    # 128 px fit in one 128-px tile: no blend runs, so there would be nothing to compare.
+    with pytest.raises(RuntimeError, match="no blend method ran"):
+        tileblend(["bench", "decode", "--preset", "small", "--device", "cpu", *TINY, "--tile", "128"])
+
+
+FAKE_WORKER = """
+import sys
+
+import torch
+from diffusers import AutoencoderKL
+
+from tileblend import is_enabled
+from tileblend.bench.protocol import worker_main
+
+
+def build_workload(config):
+    def run():
+        b = AutoencoderKL.blend_v(None, torch.ones(1, 1, 8, 8), torch.zeros(1, 1, 8, 8), 4)
+        return b + is_enabled()  # arm B returns other bits
+
+    return run
+
+
+if __name__ == "__main__":
+    sys.exit(worker_main(build_workload))
+"""
+
+
+def test_pairs_report_outputs_that_differ(tmp_path, monkeypatch):
+    (tmp_path / "fake_worker.py").write_text(textwrap.dedent(FAKE_WORKER))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    config = {"device": "cpu", "dtype": "float32", "seed": 0, "threads": 1, "warmup": 0, "reps": 2}
+
+    summary = protocol.run_pairs("fake_worker", config, pairs=1, progress=lambda line: None)
+
+    assert summary["outputs_equal"] is False
+    assert summary["arms"]["A"]["blend_calls"] == summary["arms"]["B"]["blend_calls"] == 1
+    assert [len(samples) for samples in summary["arms"]["B"]["samples_ms"]] == [2]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_decode_benchmark_on_cuda_half_precision(tmp_path):
+    record_path = tmp_path / "decode.json"
+    code = tileblend(
+        ["bench", "decode", "--preset", "small", "--device", "cuda", "--dtype", "float16", *TINY]
+        + ["--json", str(record_path)]
+    )
+    record = json.loads(record_path.read_text())
+
+    assert code == 0 and record["outputs_equal"] is True
+    assert record["arms"]["B"]["blend_calls"] > 0
+    assert record["arms"]["B"]["peak_memory_kind"] == "cuda max allocated"
+    assert record["machine"]["device_name"] == torch.cuda.get_device_name()

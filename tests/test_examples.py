@@ -1,0 +1,46 @@
+"""The scripts in examples/ run on a CPU at small sizes and do what they print."""
+
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tileblend.blend
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def test_tiled_decode_example_matches_the_loops(monkeypatch, capsys):
+    calls = []
+    vectorized = tileblend.blend.blend_tiles
+
+    def counting_blend_tiles(*args, **kwargs):
+        calls.append(args[-1] if len(args) == 4 else kwargs["dim"])
+        return vectorized(*args, **kwargs)
+
+    monkeypatch.setattr(tileblend.blend, "blend_tiles", counting_blend_tiles)
+    monkeypatch.setattr(sys, "argv", ["tiled_decode.py", "--size", "128", "--device", "cpu"])
+    with pytest.raises(SystemExit) as exit:
+        runpy.run_path(str(EXAMPLES / "tiled_decode.py"), run_name="__main__")
+
+    assert exit.value.code == 0
+    assert "bitwise equal to diffusers' loops: yes" in capsys.readouterr().out
+    assert set(calls) == {-2, -1}  # tileblend's blend_v and blend_h ran in the tiled decode
+
+
+def test_pipeline_benchmark_example_runs_on_cpu(tmp_path):
+    completed = subprocess.run(
+        [sys.executable, str(EXAMPLES / "pipeline_benchmark.py"), "--small", "--size", "128", "--device", "cpu"]
+        + ["--dtype", "float32", "--pairs", "1", "--reps", "1", "--threads", "1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "images bitwise equal: yes" in completed.stdout
+    blend_calls = int(completed.stdout.split(" blend calls per call")[0].rsplit(" ", 1)[-1])
+    assert blend_calls > 0

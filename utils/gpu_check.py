@@ -1,0 +1,199 @@
+"""Validate tileblend on a GPU in one command (`make gpu-check`); every output lands in one folder.
+
+    python utils/gpu_check.py [--device cuda] [--out out/gpu-check] [--wheels DIR]
+    make gpu-check [WHEELS=DIR] [DEVICE=cpu]
+
+Steps, in order (each writes `<step>.log`, and JSON/PNG files where the command has them):
+
+1. `deps`: installs missing Python packages (diffusers, transformers, matplotlib, hypothesis, libcst) from the wheel
+   folder `--wheels` (`pip install --no-index --find-links DIR`); nothing is downloaded.
+2. `cuda-tests`: `pytest -m cuda tests` (CUDA graph replay, blend parity on the device). On CUDA a skipped test is a
+   failure; with `--device cpu` they cannot run, and the summary says SKIPPED with their count.
+3. `verify`: `tileblend verify --device DEVICE --dtype float32 float16 bfloat16`.
+4. `bench-blend`: `tileblend bench blend --device DEVICE`.
+5. `bench-decode`: `tileblend bench decode --preset sd`, 2 pairs in float16 on CUDA (tiny sizes on a CPU).
+6. `bench-pipeline`: `tileblend bench pipeline --preset sd`, 1 pair in float16 on CUDA (the small preset on a CPU).
+
+`summary.md` and `summary.json` list each step's status, time, command and log. The exit code is 1 if any step
+failed. Designed to finish in under 8 minutes on one H200; `--device cpu` runs every step at tiny sizes.
+"""
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ElementTree
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+
+ROOT = Path(__file__).resolve().parents[1]
+REQUIRED = {"diffusers": "diffusers", "transformers": "transformers", "matplotlib": "matplotlib"}
+REQUIRED |= {"hypothesis": "hypothesis", "libcst": "libcst", "pytest": "pytest"}
+"""Import name -> distribution name of every package the steps need besides torch."""
+BUDGET_S = 8 * 60
+TINY_CPU = ["--size", "128", "--pairs", "1", "--reps", "1", "--threads", "1", "--dtype", "float32"]
+BENCHMARKS = {
+    "cuda": {
+        "bench-decode": ["bench", "decode", "--preset", "sd", "--pairs", "2", "--dtype", "float16"],
+        "bench-pipeline": ["bench", "pipeline", "--preset", "sd", "--pairs", "1", "--reps", "3", "--dtype", "float16"],
+    },
+    "cpu": {
+        "bench-decode": ["bench", "decode", "--preset", "sd", "--tile", "64", *TINY_CPU],
+        "bench-pipeline": ["bench", "pipeline", "--preset", "small", *TINY_CPU],
+    },
+}
+"""Per device: step name -> `tileblend` arguments of the end-to-end benchmarks (--device and outputs are added)."""
+
+
+@dataclass
+class Step:
+    """The outcome of one step."""
+
+    name: str
+    status: str  # "ok", "FAIL" or "SKIPPED: why"
+    seconds: float
+    command: str
+    log: str
+
+
+def missing_packages() -> list[str]:
+    return [dist for module, dist in REQUIRED.items() if importlib.util.find_spec(module) is None]
+
+
+def run_command(name: str, command: list[str], out: Path, timeout_s: int) -> tuple[int, float]:
+    """Run `command` from the repository root with `out/<name>.log` as stdout and stderr; returns (exit code, s)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
+    log = out / f"{name}.log"
+    begin = time.perf_counter()
+    print(f"[{name}] $ {' '.join(command)}", flush=True)
+    with log.open("w", encoding="utf-8") as file:
+        file.write("$ " + " ".join(command) + "\n")
+        file.flush()
+        try:
+            code = subprocess.run(command, cwd=ROOT, env=env, stdout=file, stderr=subprocess.STDOUT, timeout=timeout_s)
+            returncode = code.returncode
+        except subprocess.TimeoutExpired:
+            file.write(f"\nTIMEOUT after {timeout_s} s\n")
+            returncode = 124
+    return returncode, time.perf_counter() - begin
+
+
+def step_deps(out: Path, wheels: str | None) -> Step:
+    missing = missing_packages()
+    log = out / "deps.log"
+    if not missing:
+        log.write_text("all required packages importable\n", encoding="utf-8")
+        return Step("deps", "ok", 0.0, "", log.name)
+    if not wheels:
+        log.write_text(f"missing: {' '.join(missing)}; no wheel folder given\n", encoding="utf-8")
+        return Step("deps", f"FAIL: missing {' '.join(missing)}; pass WHEELS=DIR", 0.0, "", log.name)
+    command = [sys.executable, "-m", "pip", "install", "--no-index", "--find-links", wheels, *missing]
+    code, seconds = run_command("deps", command, out, timeout_s=300)
+    importlib.invalidate_caches()
+    still_missing = missing_packages()
+    status = "ok" if code == 0 and not still_missing else f"FAIL: missing {' '.join(still_missing or missing)}"
+    return Step("deps", status, seconds, " ".join(command), log.name)
+
+
+def step_cuda_tests(out: Path, device: str) -> Step:
+    report = out / "cuda-tests.xml"
+    command = [sys.executable, "-m", "pytest", "-m", "cuda", "-rs", "-p", "no:cacheprovider", "tests"]
+    command += [f"--junitxml={report}"]
+    code, seconds = run_command("cuda-tests", command, out, timeout_s=240)
+    counts = {"tests": 0, "skipped": 0, "failures": 0, "errors": 0}
+    if report.exists():
+        suite = ElementTree.parse(report).getroot()
+        suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+        counts = {key: int(suite.get(key, 0)) for key in counts}
+    if code not in (0, 5) or counts["failures"] or counts["errors"]:
+        status = f"FAIL ({counts['failures']} failed, {counts['errors']} errors, exit {code})"
+    elif counts["tests"] == 0:
+        status = "FAIL: no CUDA tests collected"
+    elif device == "cuda":
+        ran = counts["tests"] - counts["skipped"]
+        status = f"ok ({ran} passed)" if counts["skipped"] == 0 else f"FAIL: {counts['skipped']} skipped on CUDA"
+    else:
+        status = f"SKIPPED: {counts['skipped']} of {counts['tests']} CUDA tests need a CUDA device"
+    return Step("cuda-tests", status, seconds, " ".join(command), f"cuda-tests.log, {report.name}")
+
+
+def step_command(name: str, arguments: list[str], out: Path, timeout_s: int) -> Step:
+    command = [sys.executable, "-m", "tileblend", *arguments]
+    code, seconds = run_command(name, command, out, timeout_s)
+    status = "ok" if code == 0 else ("FAIL: timeout" if code == 124 else f"FAIL (exit {code})")
+    return Step(name, status, seconds, " ".join(command), f"{name}.log")
+
+
+def bench_blend_arguments(out: Path, device: str) -> list[str]:
+    arguments = ["bench", "blend", "--device", device]
+    usage = subprocess.run(
+        [sys.executable, "-m", "tileblend", "bench", "blend", "--help"],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
+        capture_output=True,
+        text=True,
+    ).stdout
+    if "--json" in usage:
+        arguments += ["--json", str(out / "bench-blend.json")]
+    return arguments
+
+
+def write_summary(out: Path, device: str, steps: list[Step], total_s: float) -> None:
+    lines = [
+        f"# tileblend gpu-check on {device}",
+        "",
+        f"Total {total_s:.0f} s (budget {BUDGET_S} s on one H200).",
+        "",
+        "| step | status | seconds | log |",
+        "| --- | --- | ---: | --- |",
+    ]
+    lines += [f"| {step.name} | {step.status} | {step.seconds:.0f} | {step.log} |" for step in steps]
+    lines += ["", "Commands:", ""] + [f"- {step.name}: `{step.command}`" for step in steps if step.command]
+    (out / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    record = {"device": device, "total_s": total_s, "steps": [asdict(step) for step in steps]}
+    (out / "summary.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
+    print("\n" + "\n".join(lines))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: every step at tiny sizes")
+    parser.add_argument("--out", default=str(ROOT / "out" / "gpu-check"), help="folder for every output")
+    parser.add_argument("--wheels", default=os.environ.get("WHEELS") or None, help="wheel folder for missing packages")
+    args = parser.parse_args()
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+
+    steps = [step_deps(out, args.wheels)]
+    if steps[0].status != "ok":
+        write_summary(out, args.device, steps, time.perf_counter() - started)
+        return 1
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        steps.append(Step("cuda", f"FAIL: torch {torch.__version__} sees no CUDA device", 0.0, "", ""))
+        write_summary(out, args.device, steps, time.perf_counter() - started)
+        return 1
+
+    steps.append(step_cuda_tests(out, args.device))
+    verify = ["verify", "--device", args.device, "--dtype", "float32", "float16", "bfloat16"]
+    steps.append(step_command("verify", verify + ["--json", str(out / "verify.json")], out, timeout_s=240))
+    steps.append(step_command("bench-blend", bench_blend_arguments(out, args.device), out, timeout_s=180))
+    for name, arguments in BENCHMARKS[args.device].items():
+        arguments = arguments + ["--device", args.device]
+        arguments += ["--json", str(out / f"{name}.json"), "--plot", str(out / f"{name}.png")]
+        steps.append(step_command(name, arguments, out, timeout_s=300))
+
+    total_s = time.perf_counter() - started
+    write_summary(out, args.device, steps, total_s)
+    return 1 if any(step.status.startswith("FAIL") for step in steps) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
