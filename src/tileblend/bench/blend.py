@@ -16,7 +16,6 @@ import json
 import os
 import platform
 
-import diffusers
 import torch
 
 from ..blend import BLEND_FUNCTIONS
@@ -36,6 +35,8 @@ SD_SEAM_EXTENT = 128
 
 def machine_info(device: torch.device) -> dict:
     """Where the numbers come from: platform, CPU (and GPU) name, torch and diffusers versions."""
+    import diffusers  # only here: `tileblend` starts without importing diffusers
+
     cpu = platform.processor()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
