@@ -65,9 +65,8 @@ def blend_tiles(a: torch.Tensor, b: torch.Tensor, blend_extent: int, dim: int) -
 
     a_seam = a.narrow(dim, a.shape[dim] - n, n)
     b_seam = b.narrow(dim, 0, n)
-    if torch.compiler.is_compiling() or (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)):
-        # `out=` supports neither autograd nor, for a non-contiguous `out` such as most seams, torch.compile; round
-        # each product explicitly instead.
+    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
+        # `out=` does not support autograd; round each product explicitly instead.
         b_seam.copy_((a_seam * weight_a).to(a.dtype) + (b_seam * weight_b).to(b.dtype))
     else:
         # Three kernels touch the seam. Each product is rounded to its operand's dtype on write, and the sum keeps the
