@@ -1,8 +1,9 @@
 """The vectorized tile blend: the single source of truth for tileblend and for the code it writes into diffusers.
 
 `blend_v`, `blend_h` and `blend_t` replace diffusers' row-by-row loops (`tileblend.reference`) with a handful of
-kernels over the whole seam. For every input they give the loop's result bit for bit: same values, same rounding, same
-NaN payloads, in float16, bfloat16, float32 and float64, on any device. The loop computes each row as
+kernels over the whole seam. For every input they give the loop's result bit for bit (same rounding, signed zeros,
+infinities and subnormals, NaN at the same places; NaN payloads are not defined by PyTorch, see `tileblend.compare`),
+in float16, bfloat16, float32 and float64, on any device. The loop computes each row as
 
     round(round(a * (1 - y / n)) + round(b * (y / n)))
 
@@ -13,8 +14,8 @@ of its operand's dtype, then one add. `torch.lerp`, `torch.addcmul` or fused ker
 
 The functions keep the loop's contract: `b` is blended IN PLACE and returned; callers rely on this because they keep
 using the tile they passed in. On CUDA the weights are built on the device (no host-to-device copy, no sync), so a
-blend can be captured in a CUDA graph. On other devices they are built on the host in float64 and moved, so no device
-needs float64 support.
+blend can be captured in a CUDA graph. On other devices they are built on the host from Python floats and moved, so no
+device needs float64 support.
 
 `tileblend rewrite` copies `blend_tiles` into diffusers' `models/autoencoders/vae.py` and `blend_v`, `blend_h` and
 `blend_t` into `AutoencoderMixin` as methods, so this module must only use torch.
@@ -46,7 +47,12 @@ def blend_tiles(a: torch.Tensor, b: torch.Tensor, blend_extent: int, dim: int) -
     shares_memory = (
         not torch.compiler.is_compiling() and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
     )
-    if n <= 2 or shares_memory or not (a.is_floating_point() and b.is_floating_point()):
+    row_loop = n <= 2 or shares_memory or not (a.is_floating_point() and b.is_floating_point())
+    if b.device.type == "cpu" and b.dtype in (torch.float16, torch.bfloat16):
+        # PyTorch's CPU kernels stage half-precision operands mixed with float32 weights through float32 temporaries,
+        # which costs more than the loop's per-row overhead unless the seam has many short rows.
+        row_loop = row_loop or n < 8 or b.numel() > 16384 * b.shape[dim]
+    if row_loop:
         # The loop itself: fewer kernels than the vectorized form for seams of one or two rows, and the only exact
         # order when the tiles share memory (rows written early may be read later). Integer and complex tensors have
         # no opmath rounding to reproduce, so they take this path too.
@@ -54,14 +60,21 @@ def blend_tiles(a: torch.Tensor, b: torch.Tensor, blend_extent: int, dim: int) -
             b.select(dim, y).copy_(a.select(dim, y - n) * (1 - y / n) + b.select(dim, y) * (y / n))
         return b
 
-    # Weights y / n and 1 - y / n in float64, as Python computes them, then cast to each operand's opmath type. Divide
-    # by a tensor, not a Python number: CUDA turns division by a host scalar into a multiplication by its reciprocal,
-    # which is not correctly rounded.
-    weight_device = b.device if b.device.type == "cuda" else torch.device("cpu")
-    rows = torch.arange(n, dtype=torch.float64, device=weight_device).view((n,) + (1,) * (-1 - dim))
-    weight_b = rows / torch.full_like(rows, n)
-    weight_a = (1 - weight_b).to(b.device, torch.float64 if a.dtype == torch.float64 else torch.float32)
-    weight_b = weight_b.to(b.device, torch.float64 if b.dtype == torch.float64 else torch.float32)
+    # Weights y / n and 1 - y / n as Python computes them (float64), cast once to each operand's opmath type.
+    weight_shape = (n,) + (1,) * (-1 - dim)
+    a_opmath = torch.float64 if a.dtype == torch.float64 else torch.float32
+    b_opmath = torch.float64 if b.dtype == torch.float64 else torch.float32
+    if b.device.type == "cuda":
+        # Built on the device, so the blend can be captured in a CUDA graph. Divide by a tensor, not a Python number:
+        # CUDA turns division by a host scalar into a multiplication by its reciprocal, which is not correctly rounded.
+        rows = torch.arange(n, dtype=torch.float64, device=b.device).view(weight_shape)
+        weight_b = rows / torch.full_like(rows, n)
+        weight_a = (1 - weight_b).to(a_opmath)
+        weight_b = weight_b.to(b_opmath)
+    else:
+        # Built on the host from Python floats, so no device needs float64.
+        weight_a = torch.tensor([1 - y / n for y in range(n)], dtype=a_opmath).view(weight_shape).to(b.device)
+        weight_b = torch.tensor([y / n for y in range(n)], dtype=b_opmath).view(weight_shape).to(b.device)
 
     a_seam = a.narrow(dim, a.shape[dim] - n, n)
     b_seam = b.narrow(dim, 0, n)
@@ -69,11 +82,9 @@ def blend_tiles(a: torch.Tensor, b: torch.Tensor, blend_extent: int, dim: int) -
         # `out=` does not support autograd; round each product explicitly instead.
         b_seam.copy_((a_seam * weight_a).to(a.dtype) + (b_seam * weight_b).to(b.dtype))
     else:
-        # Three kernels touch the seam. Each product is rounded to its operand's dtype on write, and the sum keeps the
-        # loop's operand order (a first), which decides the payload when both products are NaN.
-        a_part = torch.mul(a_seam, weight_a, out=torch.empty_like(a_seam))
-        b_seam.mul_(weight_b)
-        torch.add(a_part, b_seam, out=b_seam)
+        # Three kernels touch the seam, and each product is rounded to its operand's dtype when it is written.
+        a_part = torch.mul(a_seam, weight_a, out=torch.empty_like(a_seam, memory_format=torch.contiguous_format))
+        b_seam.mul_(weight_b).add_(a_part)
     return b
 
 
