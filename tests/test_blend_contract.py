@@ -84,6 +84,16 @@ def test_aten_op_count_is_constant_in_extent(method, dtype):
 
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_aten_op_count_is_constant_for_wide_rows(method, dtype):
+    """Rows of 20000 elements, as in video latents (16 channels of 64x64 blended in time, 65536 per row)."""
+    shape = [4, 5000, 32] + [1] * (-1 - BLEND_AXES[method])
+    a, b = torch.randn(shape).to(dtype), torch.randn(shape).to(dtype)
+    counts = {sum(count_aten_ops(getattr(blend, method), a, b, extent).values()) for extent in (3, 8, 16, 32)}
+    assert len(counts) == 1, f"aten ops per call at extents 3, 8, 16, 32: {sorted(counts)}"
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("extent", [3, 4, 17, 128, 512])
 def test_at_most_three_kernels_touch_the_seam(method, dtype, extent):
     a, b = seam_tiles(method, dtype)
