@@ -56,6 +56,19 @@ def test_device_weights_are_python_doubles(dtype):
         assert bitwise_equal(weight_b.expand(n, 3), blend.blend_v(zeros, ones.clone(), n).cpu()), n
 
 
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_device_blend_never_synchronizes(method, dtype):
+    """No host-to-device copy or other synchronising call: CUDA raises in "error" sync-debug mode if there is one."""
+    a, b = tiles(method, dtype, seed=5)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        getattr(blend, method)(a, b, 17)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
 def capture(function):
     """Warm `function` up on a side stream, then capture one call in a CUDA graph; returns (graph, its output)."""
     stream = torch.cuda.Stream()
