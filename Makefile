@@ -32,3 +32,17 @@ quality: install
 
 bench: install
 	$(BIN)/tileblend bench blend
+
+# Rewrite "# Copied from diffusers..." copies from their sources: in this repository (against the installed
+# diffusers) and, with DIFFUSERS=path, in that diffusers checkout.
+fix-copies: install
+	$(BIN)/python utils/check_copies.py --path . --fix_and_overwrite
+ifneq ($(DIFFUSERS),)
+	$(BIN)/python utils/check_copies.py --path $(DIFFUSERS) --fix_and_overwrite
+endif
+
+# The upstream pull request: rewrite the diffusers checkout DIFFUSERS=path, fix its copies, run ruff on the touched
+# files, and print a summary and the PR description (docs/upstream-pr.md).
+upstream-pr: install
+	@test -n "$(DIFFUSERS)" || { echo "usage: make upstream-pr DIFFUSERS=path/to/diffusers-checkout"; exit 2; }
+	PYTHONPATH=src $(BIN)/python utils/upstream_pr.py $(DIFFUSERS)

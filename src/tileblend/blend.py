@@ -26,7 +26,7 @@ import torch
 
 def blend_tiles(a: torch.Tensor, b: torch.Tensor, blend_extent: int, dim: int) -> torch.Tensor:
     r"""
-    Blend the end of tile `a` into the start of tile `b` along `dim`, in place, exactly as diffusers' row loop does.
+    Blend the end of tile `a` into the start of tile `b` along `dim`, in place, bit for bit as a row-by-row loop does.
 
     With `n = min(a.shape[dim], b.shape[dim], blend_extent)`, row `y < n` of `b` becomes
     `a[-n + y] * (1 - y / n) + b[y] * (y / n)` with the loop's rounding; `n <= 0` leaves `b` untouched.

@@ -2,11 +2,11 @@
 
 import argparse
 
-from . import __version__, run, verify
+from . import __version__, rewrite, run, verify
 from .bench import cli as bench
 
 
-SUBCOMMANDS = (run, verify, bench)
+SUBCOMMANDS = (run, verify, bench, rewrite)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,173 @@
+"""`utils/check_copies.py` on small hand-written trees: resolution, comparison, patterns, fixing and refusals."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+
+spec = importlib.util.spec_from_file_location("check_copies", Path(__file__).parents[1] / "utils" / "check_copies.py")
+check_copies = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(check_copies)
+
+SOURCE = """\
+class Base:
+    def scale(self, x):
+        y = x * 2
+        return y + 1
+
+    def padded(
+        self,
+        x,
+        width: int = 3,
+    ) -> int:
+        return x + width
+
+
+def helper(x):
+    return x - 1
+"""
+
+
+def make_tree(root: Path, copy: str) -> Path:
+    package = root / "src" / "diffusers"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "source.py").write_text(SOURCE)
+    (package / "copy.py").write_text(copy)
+    return package / "copy.py"
+
+
+def run(root: Path, *args) -> int:
+    return check_copies.main(["--path", str(root), *args])
+
+
+GOOD_COPY = """\
+class Other:
+    # Copied from diffusers.source.Base.scale
+    def scale_other(self, value):
+        y = x * 2
+        return y + 1
+
+    def after(self):
+        return 0
+"""
+
+
+def test_body_copy_passes_with_a_different_def_line(tmp_path):
+    make_tree(tmp_path, GOOD_COPY)
+    assert run(tmp_path) == 0
+
+
+def test_mismatch_is_listed_and_fixed(tmp_path, capsys):
+    path = make_tree(tmp_path, GOOD_COPY.replace("return y + 1", "return y + 2"))
+    assert run(tmp_path) == 1
+    out = capsys.readouterr().out
+    assert f"{path}:2: copy differs from diffusers.source.Base.scale" in out
+    assert path.read_text() != GOOD_COPY
+    assert run(tmp_path, "--fix_and_overwrite") == 0
+    assert path.read_text() == GOOD_COPY
+
+
+def test_multi_line_signature_is_compared(tmp_path):
+    copy = """\
+class Other:
+    # Copied from diffusers.source.Base.padded
+    def padded(
+        self,
+        x,
+        width: int = 4,
+    ) -> int:
+        return x + width
+"""
+    path = make_tree(tmp_path, copy)
+    assert run(tmp_path) == 1
+    assert run(tmp_path, "--fix_and_overwrite") == 0
+    assert "width: int = 3," in path.read_text()
+
+
+def test_end_copy_ends_the_compared_lines(tmp_path):
+    copy = """\
+class Other:
+    # Copied from diffusers.source.Base.scale
+    def scale(self, x):
+        y = x * 2
+        return y + 1
+        # End copy
+        print("not part of the copy")
+"""
+    make_tree(tmp_path, copy)
+    assert run(tmp_path) == 0
+
+
+def test_patterns_with_all_casing_and_ruff_formatting(tmp_path):
+    copy = """\
+class Other:
+    # Copied from diffusers.source.Base.scale with y->result_value_{} all-casing
+    def scale(self, x):
+        placeholder = 0
+"""
+    long_name = "result_value_" + "x" * 100
+    path = make_tree(tmp_path, copy.replace("{}", "x" * 100))
+    assert run(tmp_path) == 1
+    assert run(tmp_path, "--fix_and_overwrite") == 0
+    text = path.read_text()
+    assert f"        {long_name} = (\n            x * 2\n        )\n" in text  # too long: ruff wrapped it
+    assert f"        return (\n            {long_name}\n            + 1\n        )\n" in text
+    assert run(tmp_path) == 0
+
+
+def test_copies_of_copies_are_fixed_until_they_agree(tmp_path):
+    copy = GOOD_COPY.replace("return y + 1", "return y + 5") + (
+        "\n\nclass Third:\n    # Copied from diffusers.copy.Other.scale_other\n    def scale(self, x):\n        pass\n"
+    )
+    path = make_tree(tmp_path, copy)
+    assert run(tmp_path, "--fix_and_overwrite") == 0
+    assert path.read_text().count("        return y + 1\n") == 2
+    assert run(tmp_path) == 0
+
+
+@pytest.mark.parametrize(
+    "copy, message",
+    [
+        (GOOD_COPY.replace("source.Base.scale", "source.helper"), "is at depth 0, its copy at depth 1"),
+        (GOOD_COPY.replace("source.Base.scale", "source.Base.missing"), "diffusers.source.Base.missing not found"),
+        (GOOD_COPY.replace("source.Base.scale", "nowhere.Base.scale"), "no module of diffusers.nowhere.Base.scale"),
+        (GOOD_COPY.replace("Base.scale", "Base.scale with y->)("), "ruff cannot format"),
+    ],
+)
+def test_unsafe_copies_are_refused_without_writing(tmp_path, capsys, copy, message):
+    path = make_tree(tmp_path, copy)
+    assert run(tmp_path, "--fix_and_overwrite") == 2
+    assert message in capsys.readouterr().err
+    assert path.read_text() == copy
+
+
+def test_read_only_file_is_refused(tmp_path, capsys):
+    copy = GOOD_COPY.replace("return y + 1", "return y + 2")
+    path = make_tree(tmp_path, copy)
+    path.chmod(0o444)
+    assert run(tmp_path, "--fix_and_overwrite") == 2
+    assert "is read-only" in capsys.readouterr().err
+    assert path.read_text() == copy
+
+
+def test_other_trees_are_checked_against_the_installed_diffusers(tmp_path, capsys):
+    (tmp_path / "src").mkdir()
+    path = tmp_path / "src" / "mixin.py"
+    path.write_text(
+        "class Mine:\n"
+        "    # Copied from diffusers.models.autoencoders.vae.AutoencoderMixin.disable_tiling\n"
+        "    def disable_tiling(self):\n"
+        "        pass\n"
+    )
+    assert run(tmp_path) == 1
+    assert f"{path}:2: copy differs" in capsys.readouterr().out
+    assert run(tmp_path, "--fix_and_overwrite") == 0
+    assert "        self.use_tiling = False\n" in path.read_text()
+    assert run(tmp_path) == 0
+
+
+def test_missing_path(tmp_path, capsys):
+    assert run(tmp_path / "missing") == 2
+    assert "is not a directory" in capsys.readouterr().err
