@@ -1,0 +1,171 @@
+"""CUDA: the vectorized blend equals the loop on the device and stays exact under CUDA-graph capture and replay.
+
+Skipped without a CUDA device. The weights are built on the device from float64 arithmetic, so a captured blend reads
+no host memory and each replay blends whatever the static inputs hold.
+"""
+
+import collections
+
+import pytest
+import torch
+
+import tileblend
+from tileblend import blend, reference
+from tileblend.blend import BLEND_AXES
+from tileblend.compare import bitwise_equal
+
+
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
+
+METHODS = list(BLEND_AXES)
+FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+DEVICE = "cuda"
+
+
+def tiles(method, dtype, seed, length=40, device=DEVICE):
+    """A pair of random (2, 3, 6, 40, 24)-like tiles with `length` rows along `method`'s axis."""
+    shape = [2, 3, 6, 20, 24]
+    shape[BLEND_AXES[method]] = length
+    generator = torch.Generator().manual_seed(seed)
+    return [(torch.randn(shape, generator=generator, dtype=torch.float64) * 4).to(device, dtype) for _ in range(2)]
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_device_blend_equals_loop_on_device_and_on_cpu(method, dtype):
+    for extent in (-1, 0, 1, 2, 3, 17, 40, 64):
+        a, b = tiles(method, dtype, seed=extent + 10)
+        expected_cpu = reference.REFERENCE_FUNCTIONS[method](a.cpu(), b.cpu(), extent)
+        expected_device = reference.REFERENCE_FUNCTIONS[method](a, b.clone(), extent)
+        result = getattr(blend, method)(a, b, extent)
+        assert result is b
+        assert bitwise_equal(expected_device, b)
+        assert bitwise_equal(expected_cpu, b.cpu())
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_device_weights_are_python_doubles(dtype):
+    opmath = torch.float64 if dtype == torch.float64 else torch.float32
+    for n in range(1, 601):
+        weight_b = torch.tensor([[y / n] for y in range(n)], dtype=torch.float64).to(opmath).to(dtype)
+        ones = torch.ones(n, 3, dtype=dtype, device=DEVICE)
+        zeros = torch.zeros(n, 3, dtype=dtype, device=DEVICE)
+        assert bitwise_equal(weight_b.expand(n, 3), blend.blend_v(zeros, ones.clone(), n).cpu()), n
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_device_blend_never_synchronizes(method, dtype):
+    """No host-to-device copy or other synchronising call: CUDA raises in "error" sync-debug mode if there is one."""
+    a, b = tiles(method, dtype, seed=5)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        getattr(blend, method)(a, b, 17)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+def capture(function):
+    """Warm `function` up on a side stream, then capture one call in a CUDA graph; returns (graph, its output)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(2):
+            function()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        output = function()
+    return graph, output
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("extent", [2, 3, 32])
+@pytest.mark.parametrize("b_is_view", [False, True])
+def test_cuda_graph_replays_equal_eager(method, dtype, extent, b_is_view):
+    static_a, static_b = tiles(method, dtype, seed=0)
+    if b_is_view:  # b as a strided window into a wider tensor, as diffusers' temporal slices are
+        wide = torch.zeros(*static_b.shape[:-1], 2 * static_b.shape[-1], dtype=dtype, device=DEVICE)
+        static_b = wide[..., ::2]
+    function = getattr(blend, method)
+    graph, output = capture(lambda: function(static_a, static_b, extent))
+    assert output is static_b
+
+    for replay in range(3):
+        a, b = tiles(method, dtype, seed=replay + 1)
+        static_a.copy_(a)
+        static_b.copy_(b)
+        graph.replay()
+        eager = function(a.clone(), b.clone(), extent)
+        loop = reference.REFERENCE_FUNCTIONS[method](a.clone(), b.clone(), extent)
+        torch.cuda.synchronize()
+        assert bitwise_equal(eager, static_b), replay
+        assert bitwise_equal(loop, static_b), replay
+        assert bitwise_equal(a, static_a), replay
+
+
+def tiny_autoencoder_kl(dtype):
+    from diffusers import AutoencoderKL
+
+    torch.manual_seed(0)
+    vae = AutoencoderKL(
+        block_out_channels=[2, 4],
+        norm_num_groups=2,
+        latent_channels=4,
+        down_block_types=["DownEncoderBlock2D", "DownEncoderBlock2D"],
+        up_block_types=["UpDecoderBlock2D", "UpDecoderBlock2D"],
+    )
+    vae.enable_tiling()
+    return vae.to(DEVICE, dtype).eval()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_autoencoder_kl_tiled_decode_in_cuda_graph(dtype, monkeypatch):
+    """Enabled tiled decode of 32x32 latents (16-latent tiles reach both blends), captured and replayed 3 times."""
+    pytest.importorskip("diffusers")
+    from diffusers import AutoencoderKL
+
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", False)
+    monkeypatch.setattr(torch.backends.cudnn, "deterministic", True)
+    vae = tiny_autoencoder_kl(dtype)
+    calls = collections.Counter()
+    generator = torch.Generator().manual_seed(0)
+
+    def latents():
+        return torch.randn(1, 4, 32, 32, generator=generator).to(DEVICE, dtype)
+
+    def decode(z):
+        with torch.no_grad():
+            return vae.decode(z).sample
+
+    stock = [latents() for _ in range(3)]
+    expected = [decode(z) for z in stock]  # stock diffusers, eager
+    try:
+        tileblend.enable()
+        for name in ("blend_v", "blend_h"):
+            vectorized = getattr(AutoencoderKL, name)
+
+            def counted(self, a, b, blend_extent, name=name, vectorized=vectorized):
+                calls[name] += 1
+                return vectorized(self, a, b, blend_extent)
+
+            monkeypatch.setattr(AutoencoderKL, name, counted)
+
+        static_latents = latents()
+        graph, static_output = capture(lambda: decode(static_latents))
+        assert calls["blend_v"] > 0 and calls["blend_h"] > 0, calls
+        for z, stock_output in zip(stock, expected):
+            static_latents.copy_(z)
+            graph.replay()
+            eager = decode(z.clone())
+            torch.cuda.synchronize()
+            assert bitwise_equal(eager, static_output)
+            assert bitwise_equal(stock_output, static_output)
+    finally:
+        monkeypatch.undo()
+        tileblend.disable()

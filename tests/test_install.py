@@ -1,0 +1,78 @@
+"""A non-editable install works: the wheel built from the repository gives a working `tileblend` command.
+
+This is what `pip install "git+<repo url>"` does: build a wheel from a clean checkout and install it. The test builds
+from a copy of the packaging files and `src/` (so the checkout stays clean), installs into a temporary target, and
+runs the command from another directory with only that target on the path.
+"""
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PACKAGING_FILES = ["setup.py", "pyproject.toml", "README.md", "LICENSE"]
+
+
+def pip(*args, cwd):
+    return subprocess.run(
+        [sys.executable, "-m", "pip", *args, "--quiet", "--disable-pip-version-check", "--no-input"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """The install target holding the wheel's files (and its `bin/tileblend`)."""
+    pytest.importorskip("setuptools")
+    pytest.importorskip("wheel")
+    checkout = tmp_path_factory.mktemp("checkout")
+    for name in PACKAGING_FILES:
+        shutil.copy(ROOT / name, checkout / name)
+    shutil.copytree(ROOT / "src", checkout / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+
+    wheels = tmp_path_factory.mktemp("wheels")
+    built = pip("wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), ".", cwd=checkout)
+    assert built.returncode == 0, built.stderr
+    [wheel] = wheels.glob("tileblend-*.whl")
+
+    target = tmp_path_factory.mktemp("target")
+    installed = pip("install", "--no-deps", "--target", str(target), str(wheel), cwd=wheels)
+    assert installed.returncode == 0, installed.stderr
+    return target
+
+
+def run_installed(command, target, cwd):
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    environment["PYTHONPATH"] = str(target)
+    return subprocess.run(command, cwd=cwd, env=environment, capture_output=True, text=True, timeout=300)
+
+
+def check_help(completed):
+    assert completed.returncode == 0, completed.stderr
+    for subcommand in ("run", "verify", "bench"):
+        assert subcommand in completed.stdout
+
+
+def test_wheel_holds_the_package_and_entry_point(installed):
+    assert (installed / "tileblend" / "blend.py").is_file()
+    assert (installed / "tileblend" / "bench" / "blend.py").is_file()
+    [dist_info] = installed.glob("tileblend-*.dist-info")
+    assert "tileblend = tileblend.cli:main" in (dist_info / "entry_points.txt").read_text()
+
+
+def test_python_m_tileblend_from_the_install(installed, tmp_path):
+    where = run_installed([sys.executable, "-c", "import tileblend; print(tileblend.__file__)"], installed, tmp_path)
+    assert pathlib.Path(where.stdout.strip()).is_relative_to(installed), where.stdout + where.stderr
+    check_help(run_installed([sys.executable, "-m", "tileblend", "--help"], installed, tmp_path))
+
+
+def test_console_script_from_the_install(installed, tmp_path):
+    check_help(run_installed([str(installed / "bin" / "tileblend"), "--help"], installed, tmp_path))

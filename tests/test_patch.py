@@ -1,0 +1,213 @@
+"""`tileblend.enable()` swaps exactly diffusers' loop blends for the vectorized ones, and `disable()` swaps them back."""
+
+import collections
+import contextlib
+import warnings
+
+import diffusers
+import pytest
+import torch
+from diffusers import AutoencoderKL
+
+import tileblend
+from tileblend import patch
+from tileblend.compare import bitwise_equal
+
+
+@pytest.fixture(autouse=True)
+def restore_diffusers():
+    """Every test starts and ends with stock diffusers."""
+    tileblend.disable()
+    yield
+    tileblend.disable()
+
+
+class LoopVAE:
+    """A loop blend outside diffusers: recognised."""
+
+    def blend_v(self, a, b, blend_extent):
+        blend_extent = min(a.shape[2], b.shape[2], blend_extent)
+        for y in range(blend_extent):
+            b[:, :, y, :] = a[:, :, -blend_extent + y, :] * (1 - y / blend_extent) + b[:, :, y, :] * (y / blend_extent)
+        return b
+
+
+class LookalikeVAE:
+    """Named like blends, but not the loop: left alone and reported."""
+
+    def blend_v(self, a, b, blend_extent):
+        return b
+
+    def blend_h(self, a, b, blend_extent):
+        blend_extent = min(a.shape[3], b.shape[3], blend_extent)
+        for x in range(blend_extent):
+            b[:, :, :, x] = a[:, :, :, -blend_extent + x] * (x / blend_extent) + b[:, :, :, x] * (1 - x / blend_extent)
+        return b
+
+
+def blend_functions():
+    """The current blend functions of every autoencoder class, by (class, name)."""
+    return {
+        (cls, name): vars(cls)[name]
+        for cls in patch.autoencoder_classes()
+        for name in ("blend_v", "blend_h", "blend_t")
+        if name in vars(cls)
+    }
+
+
+@pytest.mark.skipif(diffusers.__version__ != "0.42.1", reason="the counts are those of diffusers 0.42.1")
+def test_enable_patches_the_44_loops_of_diffusers_0_42_1():
+    patched = tileblend.enable()
+    assert len(patched) == 44
+    assert len({p.cls for p in patched}) == 19
+    assert collections.Counter(p.method for p in patched) == {"blend_v": 19, "blend_h": 19, "blend_t": 6}
+    assert {(p.method, p.axis) for p in patched} == {("blend_v", -2), ("blend_h", -1), ("blend_t", -3)}
+    assert all(p.cls.__module__.startswith("diffusers.models.autoencoders.") for p in patched)
+
+
+def test_enable_replaces_every_loop_and_disable_restores_the_same_objects():
+    originals = blend_functions()
+    patched = tileblend.enable()
+    assert patched and tileblend.is_enabled()
+    current = blend_functions()
+    for p in patched:
+        assert current[(p.cls, p.method)] is not originals[(p.cls, p.method)]
+        assert patch.original_method(p.cls, p.method) is originals[(p.cls, p.method)]
+    untouched = set(originals) - {(p.cls, p.method) for p in patched}
+    assert all(current[key] is originals[key] for key in untouched)
+
+    tileblend.disable()
+    assert not tileblend.is_enabled()
+    assert all(function is originals[key] for key, function in blend_functions().items())
+
+
+def test_enable_and_disable_are_idempotent():
+    originals = blend_functions()
+    first = tileblend.enable()
+    functions = blend_functions()
+    assert tileblend.enable() == first
+    assert blend_functions() == functions  # not wrapped twice
+    tileblend.disable()
+    tileblend.disable()
+    assert blend_functions() == originals
+
+
+def test_enabled_scopes_and_nests():
+    originals = blend_functions()
+    with tileblend.enabled() as patched:
+        assert len(patched) > 0 and tileblend.is_enabled()
+        functions = blend_functions()
+        with tileblend.enabled():
+            assert blend_functions() == functions
+        assert tileblend.is_enabled() and blend_functions() == functions
+    assert not tileblend.is_enabled()
+    assert blend_functions() == originals
+
+
+def test_enabled_keeps_an_earlier_enable():
+    tileblend.enable()
+    functions = blend_functions()
+    with tileblend.enabled():
+        pass
+    assert tileblend.is_enabled() and blend_functions() == functions
+
+
+def test_enabled_restores_on_error():
+    originals = blend_functions()
+    with pytest.raises(RuntimeError), tileblend.enabled():
+        raise RuntimeError
+    assert not tileblend.is_enabled() and blend_functions() == originals
+
+
+def test_lookalikes_are_reported_and_left_alone(monkeypatch):
+    found, skipped = patch.find_loop_blends([LoopVAE, LookalikeVAE])
+    assert [(p.cls, p.method, p.axis, p.rank) for p in found] == [(LoopVAE, "blend_v", -2, 4)]
+    assert skipped == [f"{__name__}.LookalikeVAE.blend_v", f"{__name__}.LookalikeVAE.blend_h"]
+
+    lookalike_functions = dict(vars(LookalikeVAE))
+    monkeypatch.setattr(patch, "autoencoder_classes", lambda: [LoopVAE, LookalikeVAE])
+    with pytest.warns(UserWarning, match="LookalikeVAE.blend_v, .*LookalikeVAE.blend_h"):
+        tileblend.enable()
+    assert vars(LookalikeVAE) == lookalike_functions
+    assert vars(LoopVAE)["blend_v"] is not patch.original_method(LoopVAE, "blend_v")
+
+
+def test_stock_diffusers_enables_without_warnings():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tileblend.enable()
+
+
+def test_patched_method_falls_back_to_the_loop_for_other_ranks():
+    """AutoencoderKL's loop indexes 4D tensors; given 5D ones it blends axis 2, and so must the patched method."""
+    tileblend.enable()
+    loop = patch.original_method(AutoencoderKL, "blend_v")
+    generator = torch.Generator().manual_seed(0)
+    a, b = torch.randn(2, 1, 3, 8, 6, 5, generator=generator)
+    expected = loop(None, a, b.clone(), 4)
+    result = AutoencoderKL.blend_v(None, a, b, 4)
+    assert result is b
+    assert bitwise_equal(expected, b)
+    assert not bitwise_equal(tileblend.blend_v(a, b.clone(), 4), expected)  # the vectorized one blends axis -2
+
+    a4, b4 = a[:, 0], b[:, 0].clone()
+    assert bitwise_equal(loop(None, a4, b4.clone(), 3), AutoencoderKL.blend_v(None, a4, b4, 3))
+
+
+@contextlib.contextmanager
+def counting_calls(cls, names):
+    """Count calls of `cls`'s methods `names` (whatever they are now); restores the exact objects on exit."""
+    calls = collections.Counter()
+    saved = {name: vars(cls)[name] for name in names}
+
+    def counted(name, function):
+        def method(self, *args, **kwargs):
+            calls[name] += 1
+            return function(self, *args, **kwargs)
+
+        return method
+
+    for name, function in saved.items():
+        setattr(cls, name, counted(name, function))
+    try:
+        yield calls
+    finally:
+        for name, function in saved.items():
+            setattr(cls, name, function)
+
+
+def tiny_autoencoder_kl(dtype):
+    torch.manual_seed(0)
+    vae = AutoencoderKL(
+        block_out_channels=[2, 4],
+        norm_num_groups=2,
+        latent_channels=4,
+        down_block_types=["DownEncoderBlock2D", "DownEncoderBlock2D"],
+        up_block_types=["UpDecoderBlock2D", "UpDecoderBlock2D"],
+    )
+    vae.enable_tiling()
+    return vae.to(dtype).eval()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_autoencoder_kl_tiled_encode_and_decode_are_unchanged(dtype):
+    """64x64 against 32-pixel tiles reaches both blends; enabled output equals stock output bit for bit."""
+    vae = tiny_autoencoder_kl(dtype)
+    generator = torch.Generator().manual_seed(1)
+    image = torch.randn(1, 3, 64, 64, generator=generator).to(dtype)
+    latents = torch.randn(1, 4, 32, 32, generator=generator).to(dtype)
+
+    def run():
+        with torch.no_grad(), counting_calls(AutoencoderKL, ["blend_v", "blend_h"]) as calls:
+            moments = vae.encode(image).latent_dist.parameters
+            decoded = vae.decode(latents).sample
+        assert calls["blend_v"] > 0 and calls["blend_h"] > 0, calls
+        return moments, decoded
+
+    stock = run()
+    with tileblend.enabled():
+        assert AutoencoderKL.blend_v is not patch.original_method(AutoencoderKL, "blend_v")
+        vectorized = run()
+    assert stock[1].shape == (1, 3, 64, 64)
+    for expected, actual in zip(stock, vectorized):
+        assert bitwise_equal(expected, actual)
