@@ -49,11 +49,11 @@ def blend_tiles(a: torch.Tensor, b: torch.Tensor, blend_extent: int, dim: int) -
     )
     row_loop = n <= 2 or shares_memory or not (a.is_floating_point() and b.is_floating_point())
     if b.device.type == "cpu" and b.dtype in (torch.float16, torch.bfloat16):
-        # PyTorch's CPU kernels stage half-precision operands mixed with float32 weights through float32 temporaries,
-        # which costs more than the loop's per-row overhead unless the seam has many short rows.
-        row_loop = row_loop or n < 8 or b.numel() > 16384 * b.shape[dim]
+        # PyTorch's CPU kernels stage half-precision operands mixed with float32 weights through float32 temporaries;
+        # below eight rows that costs more than the loop's per-row overhead.
+        row_loop = row_loop or n < 8
     if row_loop:
-        # The loop itself: fewer kernels than the vectorized form for seams of one or two rows, and the only exact
+        # The loop itself: fewer kernels than the vectorized form for short seams, and the only exact
         # order when the tiles share memory (rows written early may be read later). Integer and complex tensors have
         # no opmath rounding to reproduce, so they take this path too.
         for y in range(n):
