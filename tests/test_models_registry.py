@@ -82,11 +82,11 @@ class Blender:
 
 def test_record_blends_records_effective_extents_and_restores():
     installed = dict(vars(Blender))
-    a, b = torch.randn(1, 1, 8, 8), torch.randn(1, 1, 3, 8)
+    a, b, c = torch.randn(1, 1, 8, 8), torch.randn(1, 1, 3, 8), torch.randn(1, 1, 8, 8)
     with record_blends(Blender) as calls:
         out = Blender().blend_v(a, b, 5)
-        Blender().blend_h(a, b, 0)
-        Blender().blend_h(a, b, 4)
+        Blender().blend_h(a, c, 0)
+        Blender().blend_h(a, c, 4)
     assert out is b
     assert calls == [
         BlendCall("blend_v", extent=5, effective=3),
