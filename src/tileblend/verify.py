@@ -1,22 +1,34 @@
-"""`tileblend verify`: check on this machine that every patched diffusers blend equals its loop bit for bit.
+"""`tileblend verify`: check on this machine that tileblend's blends equal diffusers' loops bit for bit.
 
-For each loop blend that `tileblend.enable()` would patch, and each dtype, the original method and its vectorized
-replacement run on the same random tiles of that model's rank, over extents that are clamped, clipped by a shorter
-tile, zero and negative; outputs are compared bit for bit (`tileblend.compare.bitwise_equal`: infinities, signed zeros and
-subnormals included). The table also
-gives the speedup of the replacement at one larger seam.
+Two levels of checks, both comparing bits (`tileblend.compare.bitwise_equal`: infinities, signed zeros and subnormals
+included):
+
+- methods (`--quick` runs only these): for each loop blend that `tileblend.enable()` would patch, and each dtype, the
+  original method and its vectorized replacement run on the same random tiles of that model's rank, over extents that
+  are clamped, clipped by a shorter tile, zero and negative, with special values and a non-contiguous tile; the table
+  also gives the speed of both at one larger seam.
+- whole models: for each tiny model of `tileblend.models` (one per diffusers class with loop blends), tiled encode and
+  tiled decode run with the loops and with tileblend enabled on the same input; the outputs must be identical, and the
+  blend methods the registry declares for that path must have been called. On CUDA, the vectorized path is also
+  captured in a CUDA graph and replayed on new inputs, each replay equal to eager execution.
 """
 
 import argparse
+import fnmatch
 import json
 import sys
-from dataclasses import asdict, dataclass
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
 
 import torch
+from tqdm.auto import tqdm
 
+from . import models as registry
+from .calls import record_blends
 from .compare import bitwise_equal
-from .patch import PatchedMethod, autoencoder_classes, find_loop_blends, original_method, vectorized_method
-from .timing import median_ms, time_calls
+from .patch import PatchedMethod, autoencoder_classes, enabled, find_loop_blends, original_method, vectorized_method
+from .timing import median_ms, synchronize, time_calls
 
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
@@ -96,10 +108,12 @@ def verify_method(patched: PatchedMethod, dtype: torch.dtype, device, seed: int 
     )
 
 
-def verify_methods(device, dtypes) -> list[MethodResult]:
+def verify_methods(device, dtypes, progress: bool = True) -> list[MethodResult]:
     """Run `verify_method` for every loop blend in the installed diffusers and every dtype."""
     found, _ = find_loop_blends(autoencoder_classes())
-    return [verify_method(patched, dtype, device) for patched in found for dtype in dtypes]
+    cases = [(patched, dtype) for patched in found for dtype in dtypes]
+    bar = tqdm(cases, desc="blend methods", unit="check", file=sys.stderr, disable=not progress)
+    return [verify_method(patched, dtype, device) for patched, dtype in bar]
 
 
 def format_table(results: list[MethodResult]) -> str:
@@ -113,33 +127,255 @@ def format_table(results: list[MethodResult]) -> str:
     return "\n".join(lines)
 
 
+@dataclass
+class ModelResult:
+    """The verdict for one tiny model, tiled path and dtype.
+
+    `exact` is None when the path did not run (`note` says why: an upstream bug, or no kernel for the dtype).
+    `blends_seen` is whether every blend method the registry declares for the path was called. `cuda_graph` is None
+    off CUDA, else whether every replay of the captured vectorized path equalled eager execution.
+    """
+
+    model: str
+    cls: str
+    path: str
+    dtype: str
+    exact: bool | None
+    blend_calls: dict[str, int] = field(default_factory=dict)
+    blends_seen: bool | None = None
+    clipped: bool = False
+    zero: bool = False
+    loop_ms: float | None = None
+    vectorized_ms: float | None = None
+    cuda_graph: bool | None = None
+    note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """False when the path ran and differed, missed a declared blend, or failed its CUDA graph check."""
+        return self.exact is None or (self.exact and self.blends_seen and self.cuda_graph is not False)
+
+
+def _timed(function, device):
+    synchronize(device)
+    begin = time.perf_counter()
+    result = function()
+    synchronize(device)
+    return result, (time.perf_counter() - begin) * 1e3
+
+
+def cuda_graph_replays_equal(model, entry, path: str, x: torch.Tensor, replays: int = 3) -> bool:
+    """Capture `path` of `model` (tileblend enabled) in a CUDA graph, replay it on new inputs, compare with eager.
+
+    Warms up on a side stream, captures once, then for each replay copies a new random input into the static input.
+    """
+    side_stream = torch.cuda.Stream()
+    side_stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side_stream):
+        for _ in range(2):
+            registry.run_path(model, entry, path, x)
+    torch.cuda.current_stream().wait_stream(side_stream)
+    static_input = x.clone()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_output = registry.run_path(model, entry, path, static_input)
+    for seed in range(1, replays + 1):
+        static_input.copy_(registry.make_input(entry, path, x.dtype, x.device, seed=seed))
+        graph.replay()
+        torch.cuda.synchronize()
+        replayed = static_output.clone()
+        if not bitwise_equal(registry.run_path(model, entry, path, static_input.clone()), replayed):
+            return False
+    return True
+
+
+def verify_model_path(model, entry, path: str, dtype: torch.dtype, device) -> ModelResult:
+    """Run tiled `path` of `model` with the loops and with tileblend enabled; compare bits, count blends, time both.
+
+    The loop runs once untimed (warm-up, and the recorded blend calls), then each variant once timed.
+    """
+    spec = entry.paths()[path]
+    result = ModelResult(model=entry.name, cls=entry.class_name, path=path, dtype=_dtype_name(dtype), exact=None)
+    if not spec.runs:
+        result.note = f"skipped, upstream bug: {spec.upstream_bug}"
+        return result
+    x = registry.make_input(entry, path, dtype, device)
+    cls = type(model)
+    with record_blends(cls) as calls:
+        registry.run_path(model, entry, path, x)
+    expected, result.loop_ms = _timed(lambda: registry.run_path(model, entry, path, x), device)
+    with enabled():
+        actual, result.vectorized_ms = _timed(lambda: registry.run_path(model, entry, path, x), device)
+        if torch.device(device).type == "cuda" and not entry.decode_uses_generator:
+            result.cuda_graph = cuda_graph_replays_equal(model, entry, path, x)
+    result.exact = bitwise_equal(expected, actual)
+    result.blend_calls = calls.counts()
+    result.blends_seen = set(spec.blends) <= calls.methods()
+    result.clipped, result.zero = calls.clipped, calls.zero
+    result.note = f"upstream bug: {spec.upstream_bug}" if spec.upstream_bug else ""
+    return result
+
+
+def verify_models(entries, device, dtypes, progress: bool = True) -> list[ModelResult]:
+    """Run `verify_model_path` for every entry, tiled path and dtype; one model is built per entry and dtype."""
+    cases = [(entry, dtype) for entry in entries for dtype in dtypes]
+    total = sum(len(entry.paths()) for entry in entries) * len(dtypes)
+    results = []
+    with tqdm(total=total, desc="tiny models", unit="path", file=sys.stderr, disable=not progress) as bar:
+        for entry, dtype in cases:
+            bar.set_postfix_str(f"{entry.name} {_dtype_name(dtype)}")
+            try:
+                model = registry.build_model(entry, dtype, device)
+            except (RuntimeError, NotImplementedError) as error:
+                model, reason = None, f"skipped: {error}".splitlines()[0]
+            for path in entry.paths():
+                if model is None:
+                    results.append(_skipped(entry, path, dtype, reason))
+                else:
+                    try:
+                        results.append(verify_model_path(model, entry, path, dtype, device))
+                    except (RuntimeError, NotImplementedError) as error:
+                        if "not implemented for" not in str(error):
+                            raise
+                        results.append(_skipped(entry, path, dtype, f"skipped, no kernel: {error}".splitlines()[0]))
+                bar.update()
+    return results
+
+
+def _skipped(entry, path, dtype, note) -> ModelResult:
+    return ModelResult(
+        model=entry.name, cls=entry.class_name, path=path, dtype=_dtype_name(dtype), exact=None, note=note
+    )
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def format_model_table(results: list[ModelResult]) -> str:
+    """One line per model, path and dtype: exact (yes / NO / skip), blend calls by method, both times in ms."""
+
+    def milliseconds(value):
+        return f"{value:>10.1f}" if value is not None else f"{'-':>10}"
+
+    header = (
+        f"{'model':<24} {'path':<6} {'dtype':<9} {'exact':<5} {'blend calls (v/h/t)':<20} "
+        f"{'loop ms':>10} {'vec ms':>10}  notes"
+    )
+    lines = [header, "-" * len(header)]
+    for r in results:
+        exact = "skip" if r.exact is None else "yes" if r.exact else "NO"
+        counts = "/".join(str(r.blend_calls.get(name, 0)) for name in ("blend_v", "blend_h", "blend_t"))
+        notes = [r.note] if r.note else []
+        if r.exact is not None and not r.blends_seen:
+            notes.insert(0, "DECLARED BLEND NOT CALLED")
+        if r.cuda_graph is not None:
+            notes.insert(0, "cuda graph ok" if r.cuda_graph else "CUDA GRAPH MISMATCH")
+        notes[:0] = [label for label, seen in (("clipped", r.clipped), ("zero extent", r.zero)) if seen]
+        lines.append(
+            f"{r.model:<24} {r.path:<6} {r.dtype:<9} {exact:<5} {counts:<20} "
+            f"{milliseconds(r.loop_ms)} {milliseconds(r.vectorized_ms)}  {'; '.join(notes)}"
+        )
+    return "\n".join(lines)
+
+
+def select_entries(patterns: list[str] | None) -> list:
+    """The registry entries whose name or diffusers class matches any of `patterns` (names or globs); all if None.
+
+    Raises:
+        ValueError: a pattern matches no entry.
+    """
+    if not patterns:
+        return list(registry.REGISTRY)
+    selected = []
+    for pattern in patterns:
+        matches = [
+            entry
+            for entry in registry.REGISTRY
+            if fnmatch.fnmatchcase(entry.name, pattern) or fnmatch.fnmatchcase(entry.class_name, pattern)
+        ]
+        if not matches:
+            raise ValueError(f"--models {pattern!r} matches no model; known: {', '.join(registry.MODELS)}")
+        selected += [entry for entry in matches if entry not in selected]
+    return selected
+
+
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "verify",
-        help="check bitwise parity of every patched blend on this machine",
-        description="For every diffusers loop blend, compare the original and the vectorized method bit for bit.",
+        help="check bitwise parity of every patched blend and every tiled model on this machine",
+        description="Compare diffusers' loop blends with tileblend's bit for bit: each method on random tiles, then "
+        "tiled encode and decode of a tiny model of every diffusers autoencoder with loop blends.",
     )
     default_device = "cuda" if torch.cuda.is_available() else "cpu"
     parser.add_argument("--device", default=default_device, help=f"torch device (default: {default_device})")
     parser.add_argument(
-        "--dtype", nargs="+", choices=list(DTYPES), default=None, help="dtypes to check (default: all the device has)"
+        "--dtype",
+        nargs="+",
+        choices=list(DTYPES),
+        default=None,
+        help="dtypes to check (default: every dtype the device has for the methods; float32, bfloat16 and float16 "
+        "for the models)",
     )
-    parser.add_argument("--json", metavar="PATH", help="also write one JSON record per method and dtype to PATH")
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        metavar="NAME",
+        help="models to check, by registry name or diffusers class, globs allowed (default: all)",
+    )
+    parser.add_argument("--quick", action="store_true", help="method-level checks only, no whole models")
+    parser.add_argument(
+        "--json", metavar="PATH", help="also write one JSON record per method and dtype, and per model, path and dtype"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.set_defaults(handler=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    """Print the parity table; return 1 if any method is not exact."""
-    device = torch.device(args.device)
-    names = args.dtype or [name for name in DTYPES if not (name == "float64" and device.type == "mps")]
-    results = verify_methods(device, [DTYPES[name] for name in names])
-    print(format_table(results))
-    mismatches = [r for r in results if not r.exact]
-    print(f"\n{len(results) - len(mismatches)} of {len(results)} method/dtype pairs exact on {device}.")
+    """Print the parity tables; return 1 on any mismatch, 2 on a usage error."""
+    try:
+        device = torch.device(args.device)
+        torch.empty(0, device=device)
+        entries = [] if args.quick else select_entries(args.models)
+    except (RuntimeError, ValueError) as error:
+        print(f"tileblend verify: error: {error}", file=sys.stderr)
+        return 2
+    if args.quick and args.models:
+        print("tileblend verify: error: --models needs the whole-model checks; drop --quick", file=sys.stderr)
+        return 2
+    method_names = args.dtype or [name for name in DTYPES if not (name == "float64" and device.type == "mps")]
+    model_names = args.dtype or ["float32", "bfloat16", "float16"]
+    progress = not args.no_progress
+
+    from diffusers.utils import logging as diffusers_logging
+
+    verbosity = diffusers_logging.get_verbosity()
+    diffusers_logging.set_verbosity_error()  # diffusers' dtype-cast advice for each tiny model would break the bar
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            methods = verify_methods(device, [DTYPES[name] for name in method_names], progress)
+            model_results = verify_models(entries, device, [DTYPES[name] for name in model_names], progress)
+    finally:
+        diffusers_logging.set_verbosity(verbosity)
+
+    print(format_table(methods))
+    method_mismatches = [f"{r.cls}.{r.method} ({r.dtype})" for r in methods if not r.exact]
+    print(f"\n{len(methods) - len(method_mismatches)} of {len(methods)} method/dtype pairs exact on {device}.")
+    model_mismatches = [f"{r.model} {r.path} ({r.dtype})" for r in model_results if not r.ok]
+    if model_results:
+        print("\n" + format_model_table(model_results))
+        ran = [r for r in model_results if r.exact is not None]
+        print(
+            f"\n{len(ran) - len(model_mismatches)} of {len(ran)} model/path/dtype runs exact with their blends "
+            f"called on {device} ({len(model_results) - len(ran)} skipped)."
+        )
     if args.json:
+        records = [{"check": "method"} | asdict(r) | {"speedup": r.speedup} for r in methods]
+        records += [{"check": "model"} | asdict(r) | {"ok": r.ok} for r in model_results]
         with open(args.json, "w", encoding="utf-8") as file:
-            json.dump([asdict(r) | {"speedup": r.speedup} for r in results], file, indent=2)
-    if mismatches:
-        print("MISMATCH: " + ", ".join(f"{r.cls}.{r.method} ({r.dtype})" for r in mismatches), file=sys.stderr)
+            json.dump(records, file, indent=2)
+    if method_mismatches or model_mismatches:
+        print("MISMATCH: " + ", ".join(method_mismatches + model_mismatches), file=sys.stderr)
         return 1
     return 0

@@ -1,0 +1,101 @@
+"""`tileblend verify`: method-level and whole-model checks, model selection, JSON records and exit codes."""
+
+import json
+
+import pytest
+import torch
+
+from tileblend import cli, patch, verify
+from tileblend.models import MODELS
+from tileblend.patch import autoencoder_classes, find_loop_blends
+
+
+@pytest.fixture
+def no_method_checks(monkeypatch):
+    """Skip the 44 method-level checks in CLI tests that are about the whole-model part."""
+    monkeypatch.setattr(verify, "verify_methods", lambda device, dtypes, progress=True: [])
+
+
+def broken_blend_v(a, b, blend_extent):
+    """A blend that is wrong whenever it blends: it halves b's seam and ignores a."""
+    n = min(a.shape[-2], b.shape[-2], blend_extent)
+    if n > 0:
+        b.narrow(-2, 0, n).mul_(0.5)
+    return b
+
+
+def test_verify_method_exact_for_a_patched_loop():
+    found, _ = find_loop_blends(autoencoder_classes())
+    patched = next(p for p in found if p.cls.__name__ == "AutoencoderKL" and p.method == "blend_h")
+    result = verify.verify_method(patched, torch.float32, "cpu")
+    assert result.exact and result.cases > 0
+
+
+def test_select_entries_by_name_class_and_glob():
+    assert [e.name for e in verify.select_entries(["kl"])] == ["kl"]
+    assert [e.name for e in verify.select_entries(["AutoencoderKLWan"])] == ["wan"]
+    assert {e.name for e in verify.select_entries(["ltx*"])} == {"ltx-video", "ltx2-video", "ltx2-diffusion-decoder"}
+    assert [e.name for e in verify.select_entries(["kl", "k*"])] == ["kl", "kvae"]
+    assert len(verify.select_entries(None)) == len(MODELS)
+    with pytest.raises(ValueError, match="matches no model"):
+        verify.select_entries(["no-such-model"])
+
+
+def test_verify_models_exact_with_blend_counts():
+    results = verify.verify_models([MODELS["kl"]], "cpu", [torch.float32], progress=False)
+    assert [(r.path, r.dtype) for r in results] == [("encode", "float32"), ("decode", "float32")]
+    for r in results:
+        assert r.cls == "AutoencoderKL" and r.exact and r.blends_seen and r.ok
+        assert r.blend_calls["blend_v"] > 0 and r.blend_calls["blend_h"] > 0
+        assert r.loop_ms > 0 and r.vectorized_ms > 0 and r.cuda_graph is None
+    assert results[1].clipped
+
+
+def test_verify_models_reports_upstream_bug_as_skipped():
+    results = verify.verify_models([MODELS["hunyuanimage"]], "cpu", [torch.float32], progress=False)
+    encode = next(r for r in results if r.path == "encode")
+    assert encode.exact is None and "upstream bug" in encode.note and encode.ok
+
+
+def test_cli_writes_json_and_table(tmp_path, capsys, no_method_checks):
+    record_path = tmp_path / "verify.json"
+    code = cli.main(["verify", "--device", "cpu", "--models", "kl", "--dtype", "float32", "--json", str(record_path)])
+    assert code == 0
+    records = json.loads(record_path.read_text())
+    assert [(r["model"], r["path"], r["dtype"]) for r in records] == [
+        ("kl", "encode", "float32"),
+        ("kl", "decode", "float32"),
+    ]
+    assert all(r["check"] == "model" and r["cls"] == "AutoencoderKL" and r["exact"] for r in records)
+    assert all(r["blend_calls"]["blend_v"] > 0 for r in records)
+    table = capsys.readouterr().out
+    assert "blend calls" in table and "AutoencoderKL" not in table.split("blend calls")[0]
+    assert "2 of 2 model/path/dtype runs exact" in table
+
+
+def test_cli_exit_1_on_mismatch(monkeypatch, capsys, no_method_checks):
+    monkeypatch.setitem(patch.BLEND_FUNCTIONS, "blend_v", broken_blend_v)
+    code = cli.main(["verify", "--device", "cpu", "--models", "kl", "--dtype", "float32", "--no-progress"])
+    assert code == 1
+    captured = capsys.readouterr()
+    assert "MISMATCH: kl encode (float32), kl decode (float32)" in captured.err
+    assert " NO " in captured.out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--models", "no-such-model"], "matches no model"),
+        (["--quick", "--models", "kl"], "drop --quick"),
+        (["--device", "no-such-device"], "error"),
+    ],
+)
+def test_cli_exit_2_on_usage_error(argv, message, capsys):
+    assert cli.main(["verify", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_rejects_unknown_dtype():
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["verify", "--dtype", "int8"])
+    assert exit_info.value.code == 2
