@@ -4,8 +4,6 @@ Skipped without a CUDA device. The weights are built on the device from float64 
 no host memory and each replay blends whatever the static inputs hold.
 """
 
-import collections
-
 import pytest
 import torch
 
@@ -109,63 +107,28 @@ def test_cuda_graph_replays_equal_eager(method, dtype, extent, b_is_view):
         assert bitwise_equal(a, static_a), replay
 
 
-def tiny_autoencoder_kl(dtype):
-    from diffusers import AutoencoderKL
-
-    torch.manual_seed(0)
-    vae = AutoencoderKL(
-        block_out_channels=[2, 4],
-        norm_num_groups=2,
-        latent_channels=4,
-        down_block_types=["DownEncoderBlock2D", "DownEncoderBlock2D"],
-        up_block_types=["UpDecoderBlock2D", "UpDecoderBlock2D"],
-    )
-    vae.enable_tiling()
-    return vae.to(DEVICE, dtype).eval()
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_autoencoder_kl_tiled_decode_in_cuda_graph(dtype, monkeypatch):
-    """Enabled tiled decode of 32x32 latents (16-latent tiles reach both blends), captured and replayed 3 times."""
-    pytest.importorskip("diffusers")
+    """The registry's tiny AutoencoderKL: enabled tiled decode captured, replayed 3 times with new latents."""
     from diffusers import AutoencoderKL
+
+    from tileblend.calls import record_blends
+    from tileblend.models import MODELS, build_model, make_input, run_path
 
     monkeypatch.setattr(torch.backends.cudnn, "benchmark", False)
     monkeypatch.setattr(torch.backends.cudnn, "deterministic", True)
-    vae = tiny_autoencoder_kl(dtype)
-    calls = collections.Counter()
-    generator = torch.Generator().manual_seed(0)
-
-    def latents():
-        return torch.randn(1, 4, 32, 32, generator=generator).to(DEVICE, dtype)
-
-    def decode(z):
-        with torch.no_grad():
-            return vae.decode(z).sample
-
-    stock = [latents() for _ in range(3)]
-    expected = [decode(z) for z in stock]  # stock diffusers, eager
-    try:
-        tileblend.enable()
-        for name in ("blend_v", "blend_h"):
-            vectorized = getattr(AutoencoderKL, name)
-
-            def counted(self, a, b, blend_extent, name=name, vectorized=vectorized):
-                calls[name] += 1
-                return vectorized(self, a, b, blend_extent)
-
-            monkeypatch.setattr(AutoencoderKL, name, counted)
-
-        static_latents = latents()
-        graph, static_output = capture(lambda: decode(static_latents))
-        assert calls["blend_v"] > 0 and calls["blend_h"] > 0, calls
+    entry = MODELS["kl"]
+    vae = build_model(entry, dtype, DEVICE)
+    stock = [make_input(entry, "decode", dtype, DEVICE, seed=seed) for seed in range(3)]
+    expected = [run_path(vae, entry, "decode", z) for z in stock]  # stock diffusers, eager
+    with tileblend.enabled(), record_blends(AutoencoderKL) as calls:
+        static_latents = make_input(entry, "decode", dtype, DEVICE, seed=3)
+        graph, static_output = capture(lambda: run_path(vae, entry, "decode", static_latents))
+        assert {"blend_v", "blend_h"} <= calls.methods(), calls.counts()
         for z, stock_output in zip(stock, expected):
             static_latents.copy_(z)
             graph.replay()
-            eager = decode(z.clone())
+            eager = run_path(vae, entry, "decode", z.clone())
             torch.cuda.synchronize()
             assert bitwise_equal(eager, static_output)
             assert bitwise_equal(stock_output, static_output)
-    finally:
-        monkeypatch.undo()
-        tileblend.disable()

@@ -1,7 +1,6 @@
 """`tileblend.enable()` swaps exactly diffusers' loop blends for the vectorized ones, and `disable()` swaps them back."""
 
 import collections
-import contextlib
 import warnings
 
 import diffusers
@@ -11,7 +10,9 @@ from diffusers import AutoencoderKL
 
 import tileblend
 from tileblend import patch
+from tileblend.calls import record_blends
 from tileblend.compare import bitwise_equal
+from tileblend.models import MODELS, build_model, make_input, run_path
 
 
 @pytest.fixture(autouse=True)
@@ -154,60 +155,22 @@ def test_patched_method_falls_back_to_the_loop_for_other_ranks():
     assert bitwise_equal(loop(None, a4, b4.clone(), 3), AutoencoderKL.blend_v(None, a4, b4, 3))
 
 
-@contextlib.contextmanager
-def counting_calls(cls, names):
-    """Count calls of `cls`'s methods `names` (whatever they are now); restores the exact objects on exit."""
-    calls = collections.Counter()
-    saved = {name: vars(cls)[name] for name in names}
-
-    def counted(name, function):
-        def method(self, *args, **kwargs):
-            calls[name] += 1
-            return function(self, *args, **kwargs)
-
-        return method
-
-    for name, function in saved.items():
-        setattr(cls, name, counted(name, function))
-    try:
-        yield calls
-    finally:
-        for name, function in saved.items():
-            setattr(cls, name, function)
-
-
-def tiny_autoencoder_kl(dtype):
-    torch.manual_seed(0)
-    vae = AutoencoderKL(
-        block_out_channels=[2, 4],
-        norm_num_groups=2,
-        latent_channels=4,
-        down_block_types=["DownEncoderBlock2D", "DownEncoderBlock2D"],
-        up_block_types=["UpDecoderBlock2D", "UpDecoderBlock2D"],
-    )
-    vae.enable_tiling()
-    return vae.to(dtype).eval()
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_autoencoder_kl_tiled_encode_and_decode_are_unchanged(dtype):
-    """64x64 against 32-pixel tiles reaches both blends; enabled output equals stock output bit for bit."""
-    vae = tiny_autoencoder_kl(dtype)
-    generator = torch.Generator().manual_seed(1)
-    image = torch.randn(1, 3, 64, 64, generator=generator).to(dtype)
-    latents = torch.randn(1, 4, 32, 32, generator=generator).to(dtype)
+    """The registry's tiny AutoencoderKL reaches both blends; enabled output equals stock output bit for bit."""
+    entry = MODELS["kl"]
+    vae = build_model(entry, dtype)
+    image, latents = make_input(entry, "encode", dtype, seed=1), make_input(entry, "decode", dtype, seed=2)
 
     def run():
-        with torch.no_grad(), counting_calls(AutoencoderKL, ["blend_v", "blend_h"]) as calls:
-            moments = vae.encode(image).latent_dist.parameters
-            decoded = vae.decode(latents).sample
-        assert calls["blend_v"] > 0 and calls["blend_h"] > 0, calls
-        return moments, decoded
+        with record_blends(AutoencoderKL) as calls:
+            outputs = run_path(vae, entry, "encode", image), run_path(vae, entry, "decode", latents)
+        assert calls.counts().get("blend_v", 0) > 0 and calls.counts().get("blend_h", 0) > 0, calls.counts()
+        return outputs
 
     stock = run()
     with tileblend.enabled():
         assert AutoencoderKL.blend_v is not patch.original_method(AutoencoderKL, "blend_v")
         vectorized = run()
-    assert stock[1].shape == (1, 3, 64, 64)
     for expected, actual in zip(stock, vectorized):
         assert bitwise_equal(expected, actual)
