@@ -23,7 +23,6 @@ setup(
     extras_require=extras,
     entry_points={"console_scripts": ["tileblend=tileblend.cli:main"]},
     classifiers=[
-        "License :: OSI Approved :: Apache Software License",
         "Programming Language :: Python :: 3",
         "Topic :: Scientific/Engineering :: Artificial Intelligence",
     ],
