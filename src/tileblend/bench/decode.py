@@ -114,15 +114,8 @@ def add_parser(subparsers) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    default_device = "cuda" if torch.cuda.is_available() else "cpu"
-    default_preset = "sd" if default_device == "cuda" else "small"
-    parser.add_argument(
-        "--preset", choices=list(PRESETS), default=default_preset, help=f"workload (default: {default_preset})"
-    )
-    parser.add_argument("--size", type=int, help="output height and width in pixels (default: the preset's)")
+    protocol.add_protocol_arguments(parser, PRESETS, "output")
     parser.add_argument("--frames", type=int, help="frames of the clip, video presets only (default: the preset's)")
-    parser.add_argument("--tile", type=int, help="tile size in pixels (default: the preset's)")
-    protocol.add_protocol_arguments(parser, default_device)
     parser.set_defaults(handler=main)
 
 

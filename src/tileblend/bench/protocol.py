@@ -309,8 +309,16 @@ def write_plot(path: str, title: str, summary: dict) -> None:
     pyplot.close(figure)
 
 
-def add_protocol_arguments(parser: argparse.ArgumentParser, default_device: str) -> None:
-    """The options every A/B benchmark takes."""
+def add_protocol_arguments(parser: argparse.ArgumentParser, presets, what: str) -> None:
+    """The options every A/B benchmark takes: `--preset` (from `presets`; "sd" on CUDA, else "small"), `--size` and
+    `--tile` of `what` (the benchmark's output, e.g. "image"), device, dtype, process pairs, repetitions, output files."""
+    default_device = "cuda" if torch.cuda.is_available() else "cpu"
+    default_preset = "sd" if default_device == "cuda" else "small"
+    parser.add_argument(
+        "--preset", choices=list(presets), default=default_preset, help=f"workload (default: {default_preset})"
+    )
+    parser.add_argument("--size", type=int, help=f"{what} height and width in pixels (default: the preset's)")
+    parser.add_argument("--tile", type=int, help="VAE tile size in pixels (default: the preset's)")
     parser.add_argument("--device", default=default_device, help=f"torch device (default: {default_device})")
     parser.add_argument("--dtype", choices=list(DTYPES), default="float32", help="model and input dtype")
     parser.add_argument("--pairs", type=int, default=3, help="number of A/B process pairs (default: 3)")
