@@ -9,8 +9,9 @@ Steps, in order (each writes `<step>.log`, and JSON/PNG files where the command 
    folder `--wheels` (`pip install --no-index --find-links DIR`); nothing is downloaded.
 2. `cuda-tests`: `pytest -m cuda tests` (CUDA graph replay, blend parity on the device). On CUDA a skipped test is a
    failure; with `--device cpu` they cannot run, and the summary says SKIPPED with their count.
-3. `verify`: `tileblend verify --device DEVICE --dtype float32 float16 bfloat16`.
-4. `bench-blend`: `tileblend bench blend --device DEVICE`.
+3. `verify`: `tileblend verify --device DEVICE --dtype float32 float16 bfloat16` (methods, whole models, CUDA graph
+   replay; on a CPU only the `kl` and `hunyuan-video` models).
+4. `bench-blend`: `tileblend bench blend --device DEVICE` (on a CPU: float32 and bfloat16 at extents 1, 8, 128).
 5. `bench-decode`: `tileblend bench decode --preset sd`, 2 pairs in float16 on CUDA (tiny sizes on a CPU).
 6. `bench-pipeline`: `tileblend bench pipeline --preset sd`, 1 pair in float16 on CUDA (the small preset on a CPU).
 
@@ -36,17 +37,35 @@ REQUIRED |= {"hypothesis": "hypothesis", "libcst": "libcst", "pytest": "pytest"}
 """Import name -> distribution name of every package the steps need besides torch."""
 BUDGET_S = 8 * 60
 TINY_CPU = ["--size", "128", "--pairs", "1", "--reps", "1", "--threads", "1", "--dtype", "float32"]
-BENCHMARKS = {
+DTYPES = ["--dtype", "float32", "float16", "bfloat16"]
+STEPS = {
     "cuda": {
+        "verify": ["verify", *DTYPES],
+        "bench-blend": ["bench", "blend"],
         "bench-decode": ["bench", "decode", "--preset", "sd", "--pairs", "2", "--dtype", "float16"],
         "bench-pipeline": ["bench", "pipeline", "--preset", "sd", "--pairs", "1", "--reps", "3", "--dtype", "float16"],
     },
     "cpu": {
+        "verify": ["verify", *DTYPES, "--models", "kl", "hunyuan-video"],
+        "bench-blend": [
+            "bench",
+            "blend",
+            "--dtype",
+            "float32",
+            "bfloat16",
+            "--extents",
+            "1",
+            "8",
+            "128",
+            "--threads",
+            "1",
+        ],
         "bench-decode": ["bench", "decode", "--preset", "sd", "--tile", "64", *TINY_CPU],
         "bench-pipeline": ["bench", "pipeline", "--preset", "small", *TINY_CPU],
     },
 }
-"""Per device: step name -> `tileblend` arguments of the end-to-end benchmarks (--device and outputs are added)."""
+TIMEOUTS_S = {"verify": 240, "bench-blend": 180, "bench-decode": 300, "bench-pipeline": 300}
+"""Per device: step name -> its `tileblend` arguments (--device, --json and, for the A/B benchmarks, --plot are added)."""
 
 
 @dataclass
@@ -129,20 +148,6 @@ def step_command(name: str, arguments: list[str], out: Path, timeout_s: int) -> 
     return Step(name, status, seconds, " ".join(command), f"{name}.log")
 
 
-def bench_blend_arguments(out: Path, device: str) -> list[str]:
-    arguments = ["bench", "blend", "--device", device]
-    usage = subprocess.run(
-        [sys.executable, "-m", "tileblend", "bench", "blend", "--help"],
-        cwd=ROOT,
-        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
-        capture_output=True,
-        text=True,
-    ).stdout
-    if "--json" in usage:
-        arguments += ["--json", str(out / "bench-blend.json")]
-    return arguments
-
-
 def write_summary(out: Path, device: str, steps: list[Step], total_s: float) -> None:
     lines = [
         f"# tileblend gpu-check on {device}",
@@ -182,13 +187,11 @@ def main() -> int:
         return 1
 
     steps.append(step_cuda_tests(out, args.device))
-    verify = ["verify", "--device", args.device, "--dtype", "float32", "float16", "bfloat16"]
-    steps.append(step_command("verify", verify + ["--json", str(out / "verify.json")], out, timeout_s=240))
-    steps.append(step_command("bench-blend", bench_blend_arguments(out, args.device), out, timeout_s=180))
-    for name, arguments in BENCHMARKS[args.device].items():
-        arguments = arguments + ["--device", args.device]
-        arguments += ["--json", str(out / f"{name}.json"), "--plot", str(out / f"{name}.png")]
-        steps.append(step_command(name, arguments, out, timeout_s=300))
+    for name, arguments in STEPS[args.device].items():
+        arguments = arguments + ["--device", args.device, "--json", str(out / f"{name}.json")]
+        if name in ("bench-decode", "bench-pipeline"):
+            arguments += ["--plot", str(out / f"{name}.png")]
+        steps.append(step_command(name, arguments, out, timeout_s=TIMEOUTS_S[name]))
 
     total_s = time.perf_counter() - started
     write_summary(out, args.device, steps, total_s)
