@@ -10,7 +10,7 @@ import torch
 from tileblend import reference
 from tileblend.blend import BLEND_AXES
 from tileblend.calls import BlendCall, record_blends
-from tileblend.models import MODELS, REGISTRY
+from tileblend.models import MODELS, REGISTRY, build_model, make_input, run_path
 from tileblend.patch import autoencoder_classes, find_loop_blends
 
 
@@ -33,6 +33,22 @@ def test_registry_covers_every_class_with_loop_blends(loop_blends):
     stale = sorted(registered - set(loop_blends))
     assert not missing, f"diffusers classes with loop blends but no registry entry: {missing}"
     assert not stale, f"registry entries naming classes without loop blends: {stale}"
+
+
+BROKEN_PATHS = [
+    pytest.param(entry, path, id=f"{entry.name}-{path}")
+    for entry in REGISTRY
+    for path, spec in entry.paths().items()
+    if not spec.runs
+]
+
+
+@pytest.mark.parametrize("entry, path", BROKEN_PATHS)
+def test_upstream_bug_still_raises(entry, path):
+    """A path skipped for an upstream bug still fails; when upstream fixes it, this fails and the entry is updated."""
+    model = build_model(entry)
+    with pytest.raises(Exception):
+        run_path(model, entry, path, make_input(entry, path))
 
 
 def test_one_entry_per_class_and_unique_names():

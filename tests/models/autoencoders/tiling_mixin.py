@@ -5,7 +5,6 @@ and decode for real (the blend calls are counted, so a case that never blends fa
 
 - loop vs vectorized, bitwise, in float32, bfloat16 and float16 on the CPU, with the declared blends, clipped and zero
   extents seen;
-- a path broken upstream still fails the way the entry says (so the entry is updated when upstream fixes it);
 - toggling tiling and slicing gives the same outputs, bit for bit, with tileblend enabled as without it, and leaves
   diffusers' own blend methods in place when tileblend is only imported;
 - CUDA graph capture and replay of tiled encode and decode equal eager execution (skipped without CUDA).
@@ -95,15 +94,6 @@ class TiledParityTesterMixin:
         assert_blends_seen(loop_calls, spec, f"{self.entry.name} {path} {dtype_name}")
         assert vectorized_calls == loop_calls, "the vectorized run made different blend calls"
         assert bitwise_equal(expected, actual), f"{self.entry.class_name} tiled {path} in {dtype_name} differs"
-
-    @pytest.mark.parametrize("path", PATHS)
-    def test_upstream_bug_still_raises(self, path):
-        spec = self.entry.paths().get(path)
-        if spec is None or spec.runs:
-            pytest.skip(f"{self.entry.class_name} tiled {path} runs")
-        model = cached_model(self.entry, torch.float32)
-        with pytest.raises(Exception):
-            run_path(model, self.entry, path, make_input(self.entry, path))
 
     def test_toggling_tiling_and_slicing_unchanged(self):
         path = "decode" if self.entry.decode is not None and self.entry.decode.runs else "encode"
