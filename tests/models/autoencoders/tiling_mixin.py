@@ -133,6 +133,7 @@ class TiledParityTesterMixin:
         for step, (expected, actual) in enumerate(zip(without, with_tileblend)):
             assert same_outcome(expected, actual), f"step {step}: outcome differs with tileblend enabled"
 
+    @pytest.mark.cuda
     @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
     @pytest.mark.parametrize("dtype_name", list(DTYPES))
     @pytest.mark.parametrize("path", PATHS)
