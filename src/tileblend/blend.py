@@ -107,3 +107,6 @@ BLEND_AXES = {"blend_v": -2, "blend_h": -1, "blend_t": -3}
 """The axis each blend method name works on, for the ranks diffusers passes them."""
 
 BLEND_FUNCTIONS = {"blend_v": blend_v, "blend_h": blend_h, "blend_t": blend_t}
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
+"""The floating dtypes the blend is exact for, by the names the command line and the reports use."""

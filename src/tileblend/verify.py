@@ -25,13 +25,11 @@ import torch
 from tqdm.auto import tqdm
 
 from . import models as registry
+from .blend import DTYPES
 from .calls import record_blends
 from .compare import bitwise_equal
 from .patch import PatchedMethod, autoencoder_classes, enabled, find_loop_blends, original_method, vectorized_method
 from .timing import median_ms, synchronize, time_calls
-
-
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
 
 
 @dataclass

@@ -18,14 +18,14 @@ import platform
 
 import torch
 
-from ..blend import BLEND_FUNCTIONS
+from ..blend import BLEND_FUNCTIONS, DTYPES
 from ..compare import bitwise_equal
 from ..opcount import count_aten_ops
 from ..reference import REFERENCE_FUNCTIONS
 from ..timing import median_ms, time_calls
+from .protocol import cpu_name
 
 
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
 METHODS = ("blend_v", "blend_h", "blend_t")
 TILE_SHAPES = {"blend_v": (1, 3, 512, 512), "blend_h": (1, 3, 512, 512), "blend_t": (1, 3, 512, 32, 32)}
 DEFAULT_EXTENTS = tuple(2**i for i in range(10))  # 1, 2, 4, ..., 512
@@ -37,15 +37,9 @@ def machine_info(device: torch.device) -> dict:
     """Where the numbers come from: platform, CPU (and GPU) name, torch and diffusers versions."""
     import diffusers  # only here: `tileblend` starts without importing diffusers
 
-    cpu = platform.processor()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            cpu = next(line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
     return {
         "platform": platform.platform(),
-        "cpu": cpu,
+        "cpu": cpu_name(),
         "cpu_threads": torch.get_num_threads(),
         "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
         "device": str(device),

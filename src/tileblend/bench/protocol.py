@@ -35,13 +35,15 @@ from pathlib import Path
 import torch
 
 from .. import __version__
+from ..blend import DTYPES as BLEND_DTYPES
 from ..compare import bitwise_equal
 from ..patch import autoencoder_classes, enable, find_loop_blends, is_enabled
 from ..timing import synchronize, time_calls
 
 
 ARM_NAMES = {"A": "A (diffusers loops)", "B": "B (tileblend)"}
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+DTYPES = {name: BLEND_DTYPES[name] for name in ("float32", "float16", "bfloat16")}
+"""The dtypes the end-to-end benchmarks run models in."""
 
 
 def arm_order(pairs: int) -> list[tuple[int, str]]:
