@@ -22,6 +22,7 @@ import torch
 
 from tileblend.cli import main as tileblend
 from tileblend.compare import bitwise_equal
+from tileblend.models import REGISTRY
 from tileblend.patch import is_enabled
 from tileblend.recognize import blend_candidates, recognize
 from tileblend.upstream_tests import TEST_MODULE_PATH
@@ -224,13 +225,15 @@ def test_rewritten_tree_runs_bitwise_like_the_pristine_one(rewritten, tmp_path):
 
     assert Path(after["diffusers_file"]).is_relative_to(root)
     assert Path(before["diffusers_file"]).is_relative_to(INSTALLED)
-    for case in ("kl", "wan", "hunyuan_video"):
-        assert after[case]["rewritten"] and not before[case]["rewritten"]
-        assert after[case]["calls"] == before[case]["calls"]
-        assert after[case]["calls"]["blend_v"] > 0 and after[case]["calls"]["blend_h"] > 0
-        assert bitwise_equal(after[case]["latent"], before[case]["latent"])
-        assert bitwise_equal(after[case]["decoded"], before[case]["decoded"])
-    assert after["hunyuan_video"]["calls"]["blend_t"] > 0
+    cases = sorted(key for key in before if key != "diffusers_file")
+    assert cases == sorted(key for key in after if key != "diffusers_file")
+    assert len({case.split("/")[0] for case in cases}) == len(REGISTRY)  # every model, 4D, 5D and blend_t
+    for case in cases:
+        assert after[case]["rewritten"] and not before[case]["rewritten"], case
+        assert after[case]["calls"] == before[case]["calls"], case
+        assert after[case]["calls"].get("blend_v", 0) > 0 and after[case]["calls"].get("blend_h", 0) > 0, case
+        assert bitwise_equal(after[case]["output"], before[case]["output"]), case
+    assert sum(after[case]["calls"].get("blend_t", 0) for case in cases) > 0
 
 
 def test_emitted_test_module_passes(rewritten):
