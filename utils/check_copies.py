@@ -16,8 +16,11 @@ ROOT) scanned, with sources resolved in the installed diffusers. The format and 
   "Copied from" lines inside the source are ignored; a copy ends where its indentation ends or at `# End copy`.
 
 Check mode lists every copy that differs from its source (`file:line: ... differs from diffusers.X`) and exits 1.
-Fix mode rewrites those copies from their sources (repeating until copies of copies agree) and writes each changed
-file atomically. Unlike diffusers' own script, copies that cannot be fixed safely are errors, reported before
+Files are read as Python reads source (a UTF-8 BOM is fine) and compared regardless of line endings; a fixed file keeps
+its encoding and line endings, the lines the fix writes taking the file's dominant ending
+(`tileblend.source_files`). Fix mode rewrites those copies from their sources (repeating until copies of copies
+agree) and writes the changed files all or nothing: if one cannot be written, the ones written before it are put
+back. Unlike diffusers' own script, copies that cannot be fixed safely are errors, reported before
 anything is written (exit 2): a source and a copy at different depths (a module function copied into a class, which
 diffusers' fixer answers by overwriting the rest of the class), a target that does not resolve, a pattern whose
 result ruff cannot format, or a fix that leaves a file that does not parse.
@@ -27,7 +30,6 @@ import argparse
 import ast
 import importlib.util
 import io
-import os
 import re
 import subprocess
 import sys
@@ -36,8 +38,19 @@ import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
+from tileblend.source_files import (
+    COPIED_FROM,
+    SourceError,
+    SourceFile,
+    find_package,
+    normalize_newlines,
+    read_source,
+    split_lines,
+    with_newline,
+    write_files,
+)
 
-COPIED_FROM = re.compile(r"^(\s*)#\s*Copied from\s+diffusers\.(\S+\.\S+)\s*($|\S.*$)")
+
 REPLACE_PATTERN = re.compile(r"^\s*(\S+)->(\S+)(\s+.*|$)")
 SIGNATURE_END = re.compile(r"^\s*\)(\s*->.*:|:)\s*$")
 MAX_FIX_PASSES = 10
@@ -60,14 +73,6 @@ class Copy:
 
     def location(self) -> str:
         return f"{self.path}:{self.comment + 1}"
-
-
-def find_package(root: Path) -> Path | None:
-    """The diffusers package directory of a checkout or package directory `root`, or None."""
-    for package in (root / "src" / "diffusers", root):
-        if (package / "__init__.py").is_file() and package.name == "diffusers":
-            return package
-    return None
 
 
 def installed_package() -> Path:
@@ -103,12 +108,13 @@ def _comment_lines(text: str, path: Path) -> set[int]:
 
 
 class Tree:
-    """The files of a diffusers package, read once and edited in memory."""
+    """The files of a diffusers package, read once and edited in memory (line endings as stored)."""
 
     def __init__(self, package: Path, scanned: Path, ruff_config: Path | None):
         self.package = package
         self.scanned = scanned
         self.ruff_config = ruff_config
+        self.sources: dict[Path, SourceFile] = {}  # as read
         self.texts: dict[Path, str] = {}
         self._lines: dict[Path, list[str]] = {}
         self._resolved: dict[str, tuple[list[str], int]] = {}
@@ -117,14 +123,15 @@ class Tree:
         """The current lines of `path` (read on first use); do not modify the list."""
         if path not in self._lines:
             try:
-                self.set_text(path, path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError) as error:
-                raise CopyError(f"cannot read {path}: {error}") from error
+                self.sources[path] = read_source(path)
+            except SourceError as error:
+                raise CopyError(str(error)) from error
+            self.set_text(path, self.sources[path].text)
         return self._lines[path]
 
     def set_text(self, path: Path, text: str) -> None:
         self.texts[path] = text
-        self._lines[path] = text.splitlines(keepends=True)
+        self._lines[path] = split_lines(text)
         self._resolved.clear()
 
     def files(self) -> list[Path]:
@@ -188,7 +195,7 @@ class Tree:
                 f"{len(copy_indent) // 4}; diffusers' checker would overwrite the code after the copy"
             )
         end = _block_end(lines, definition, indent + "    ")
-        body = "".join(line for line in lines[definition + 1 : end] if not COPIED_FROM.match(line))
+        body = normalize_newlines("".join(line for line in lines[definition + 1 : end] if not COPIED_FROM.match(line)))
         if not copy.patterns.strip():
             return body
         for pattern in copy.patterns.strip().removeprefix("with").split(","):
@@ -204,7 +211,7 @@ class Tree:
         # classes are dropped afterwards.
         depth = len(indent) // 4
         wrapper = "".join(f"{'    ' * level}class _:\n" for level in range(depth))
-        return wrapper + lines[definition] + body, depth + 1
+        return wrapper + normalize_newlines(lines[definition]) + body, depth + 1
 
     def format_all(self, requests: dict[Copy, tuple[str, int]]) -> dict[Copy, str]:
         """Format every request with one `ruff format` run; return each text without its first lines."""
@@ -249,36 +256,23 @@ class Tree:
         expected.update(self.format_all(requests))
         found = []
         for copy in sorted(expected, key=lambda copy: (str(copy.path), copy.comment)):
-            if "".join(self.lines(copy.path)[copy.start : copy.end]) != expected[copy]:
+            if normalize_newlines("".join(self.lines(copy.path)[copy.start : copy.end])) != expected[copy]:
                 found.append((copy, expected[copy]))
         return found
 
     def fix(self, mismatches: list[tuple[Copy, str]]) -> None:
-        """Rewrite the given copies in memory, each from its expected text."""
+        """Rewrite the given copies in memory, each from its expected text in its file's dominant line ending."""
         for copy, expected in sorted(mismatches, key=lambda item: (str(item[0].path), -item[0].comment)):
             lines = list(self.lines(copy.path))
-            lines[copy.start : copy.end] = expected.splitlines(keepends=True)
+            lines[copy.start : copy.end] = split_lines(with_newline(expected, self.sources[copy.path].newline))
             self.set_text(copy.path, "".join(lines))
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Replace `path` by `text` through a temporary file in the same directory, keeping the file's mode."""
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8", newline="") as file:
-            file.write(text)
-        os.chmod(temporary, path.stat().st_mode & 0o7777)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
 
 
 def check(root: Path, fix: bool) -> int:
     """Check (or fix) every copy under `root`; print what differs; return the exit code."""
     if not root.is_dir():
         raise CopyError(f"{root} is not a directory")
-    package = find_package(root)
+    package, _ = find_package(root) or (None, None)
     # A tree that is not diffusers (this repository): its copies are checked against the installed diffusers.
     scanned = package or (root / "src" if (root / "src").is_dir() else root)
     config = root / "pyproject.toml" if (root / "pyproject.toml").is_file() else None
@@ -306,10 +300,7 @@ def check(root: Path, fix: bool) -> int:
             ast.parse(tree.texts[path], filename=str(path))
         except SyntaxError as error:
             raise CopyError(f"fixing {path} would leave it unparsable (line {error.lineno}: {error.msg})") from error
-        if not os.access(path, os.W_OK) or not path.stat().st_mode & 0o222:
-            raise CopyError(f"cannot write {path}: the file is read-only")
-    for path in changed:
-        write_atomically(path, tree.texts[path])
+    write_files([SourceFile(path, tree.texts[path], tree.sources[path].encoding) for path in changed])
     print(f"fixed {len(found)} copies in {len(changed)} files")
     return 0
 
@@ -323,6 +314,9 @@ def main(argv: list[str] | None = None) -> int:
         return check(args.path, args.fix_and_overwrite)
     except CopyError as error:
         print(f"check_copies: error: {error}; nothing was written", file=sys.stderr)
+        return 2
+    except SourceError as error:  # its message says what was written
+        print(f"check_copies: error: {error}", file=sys.stderr)
         return 2
 
 

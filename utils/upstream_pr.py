@@ -16,7 +16,8 @@ from pathlib import Path
 
 import check_copies
 
-from tileblend.rewrite import RewriteError, apply_rewrite, find_package, plan_rewrite, report
+from tileblend.rewrite import apply_rewrite, diffusers_tree, plan_rewrite, report
+from tileblend.source_files import SourceError
 
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "upstream-pr.md"
@@ -46,10 +47,10 @@ def ruff(arguments: list[str], config: Path, files: list[str]) -> bool:
 
 def main(checkout: Path) -> int:
     try:
-        package, _ = find_package(checkout)
+        package, _ = diffusers_tree(checkout)
         plans = plan_rewrite(checkout)
         apply_rewrite(plans)
-    except (RewriteError, OSError) as error:
+    except (SourceError, OSError) as error:
         print(f"upstream-pr: error: {error}", file=sys.stderr)
         return 2
     print(report(plans, package))

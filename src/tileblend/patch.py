@@ -3,16 +3,19 @@
 `enable()` imports every module of `diffusers.models.autoencoders`, finds each class whose own `blend_v`, `blend_h`
 or `blend_t` is the row loop (`tileblend.recognize`), and replaces those methods on the class. `disable()` puts the
 original function objects back. Methods named like blends that are not the loop are left alone and reported in a
-warning.
+warning. The state is guarded by a lock: `enable()`, `disable()` and `enabled()` blocks may run in several threads.
+
+A patched method says what it is: its `__module__` is "tileblend.patch", `inspect.getsource` shows tileblend's
+method (not diffusers' loop), and `original_method(cls, name)` returns the loop.
 """
 
 import ast
 import contextlib
-import functools
 import importlib
 import inspect
 import pkgutil
 import textwrap
+import threading
 import warnings
 from dataclasses import dataclass
 
@@ -36,6 +39,9 @@ class PatchedMethod:
 # (class, method name) -> the original function, while enabled.
 _originals: dict[tuple[type, str], object] = {}
 _patched: list[PatchedMethod] = []
+_lock = threading.RLock()
+_scopes = 0  # `enabled()` blocks running, in any thread
+_enabled_outside_scopes = False  # whether the blends stay enabled once no `enabled()` block runs
 
 
 def autoencoder_classes() -> list[type]:
@@ -78,36 +84,38 @@ def vectorized_method(original, rank: int):
     """The replacement for a loop method written for tensors of `rank` dimensions.
 
     Inputs of that rank (the only ones diffusers passes) take `tileblend.blend`; any other rank calls the original, so
-    the method stays exact for every input.
+    the method stays exact for every input. The method keeps the original's name and qualified name, but not its
+    module, docstring or source: it has no `__wrapped__`, so `inspect` shows this code.
     """
     blend = BLEND_FUNCTIONS[original.__name__]
 
-    @functools.wraps(original)
     def method(self, a, b, blend_extent):
         if a.dim() != rank or b.dim() != rank:
             return original(self, a, b, blend_extent)
         return blend(a, b, blend_extent)
 
+    method.__name__, method.__qualname__ = original.__name__, original.__qualname__
+    method.__doc__ = (
+        f"tileblend.{original.__name__} in place of diffusers' loop for {rank}D tensors (the loop for other ranks). "
+        f"The loop: tileblend.patch.original_method(cls, {original.__name__!r})."
+    )
     return method
 
 
 def original_method(cls: type, name: str):
     """The loop function of `cls.name` as diffusers defines it, whether or not tileblend is enabled."""
-    return _originals.get((cls, name), vars(cls)[name])
+    with _lock:
+        return _originals.get((cls, name), vars(cls)[name])
 
 
-def enable() -> list[PatchedMethod]:
-    """Replace every loop blend in diffusers' autoencoders with the vectorized blend; idempotent.
-
-    Returns:
-        The patched methods, one `PatchedMethod` each. Blend-named methods that are not the loop are left alone and
-        named in a `UserWarning`.
-    """
+def _patch(stacklevel: int) -> list[PatchedMethod]:
     if _patched:
         return list(_patched)
     found, skipped = find_loop_blends(autoencoder_classes())
     if skipped:
-        warnings.warn("tileblend left these methods alone (not the loop blend): " + ", ".join(skipped), stacklevel=2)
+        warnings.warn(
+            "tileblend left these methods alone (not the loop blend): " + ", ".join(skipped), stacklevel=stacklevel
+        )
     for patched in found:
         original = vars(patched.cls)[patched.method]
         _originals[(patched.cls, patched.method)] = original
@@ -116,26 +124,58 @@ def enable() -> list[PatchedMethod]:
     return list(_patched)
 
 
-def disable() -> None:
-    """Restore the original methods (the same function objects); idempotent."""
+def _unpatch() -> None:
     for (cls, name), original in _originals.items():
         setattr(cls, name, original)
     _originals.clear()
     _patched.clear()
 
 
+def enable() -> list[PatchedMethod]:
+    """Replace every loop blend in diffusers' autoencoders with the vectorized blend; idempotent. It stays in effect
+    until `disable()`, also after `enabled()` blocks end.
+
+    Returns:
+        The patched methods, one `PatchedMethod` each. Blend-named methods that are not the loop are left alone and
+        named in a `UserWarning`.
+    """
+    global _enabled_outside_scopes
+    with _lock:
+        _enabled_outside_scopes = True
+        return _patch(stacklevel=3)
+
+
+def disable() -> None:
+    """Restore the original methods (the same function objects) now, also inside `enabled()` blocks; idempotent."""
+    global _enabled_outside_scopes
+    with _lock:
+        _enabled_outside_scopes = False
+        _unpatch()
+
+
 def is_enabled() -> bool:
-    """Whether `enable()` is in effect."""
-    return bool(_patched)
+    """Whether the vectorized blends are in effect."""
+    with _lock:
+        return bool(_patched)
 
 
 @contextlib.contextmanager
 def enabled():
-    """Enable tileblend inside a `with` block; restores the previous state on exit."""
-    was_enabled = is_enabled()
-    patched = enable()
+    """Enable tileblend inside a `with` block. Blocks nest, also across threads: the blends stay enabled while any
+    block runs, and when the last one ends the state is restored to what it was before the first one began (enabled
+    only if `enable()` was called and not undone by `disable()`)."""
+    global _scopes
+    with _lock:
+        _scopes += 1
+        try:
+            patched = _patch(stacklevel=4)
+        except BaseException:
+            _scopes -= 1
+            raise
     try:
         yield patched
     finally:
-        if not was_enabled:
-            disable()
+        with _lock:
+            _scopes -= 1
+            if _scopes == 0 and not _enabled_outside_scopes:
+                _unpatch()

@@ -9,78 +9,106 @@ row loop (the recogniser `tileblend.enable()` uses) is replaced in place by
 
 and `blend_tiles` is added to the file's `from .vae import ...`. Copies written by an earlier run are refreshed from
 the current source (so a second run changes nothing), methods named like blends that are neither are left alone and
-reported. Every file that defines a method named like a blend is parsed and every edit computed before anything is
-written; each file is then replaced atomically. When the checkout has `tests/models/autoencoders/`, a test module for the rewritten classes is written
-there too (`tileblend.upstream_tests`).
+reported, and so are loops in nested classes (a "Copied from" copy there cannot be checked). Every file that defines a
+method named like a blend is parsed and every edit computed before anything is written; the files are then written
+all or nothing, vae.py first (`tileblend.source_files.write_files`). Each file keeps its encoding (a UTF-8 BOM) and
+its line endings: lines the rewrite adds take the file's dominant ending. When the checkout has
+`tests/models/autoencoders/`, a test module for the rewritten classes is written there too
+(`tileblend.upstream_tests`).
+
+The tree must have `AutoencoderMixin` in vae.py, as diffusers has since 0.36.0 (`tileblend.enable()` works on older
+versions too).
 """
 
 import argparse
 import ast
 import difflib
-import os
 import re
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .recognize import blend_candidates, recognize
+from .source_files import (
+    COPIED_FROM,
+    SourceError,
+    SourceFile,
+    dominant_newline,
+    find_package,
+    normalize_newlines,
+    read_source,
+    split_lines,
+    with_newline,
+    write_files,
+)
 from .upstream_code import SOURCE_CLASS, UpstreamCode, upstream_code
 from .upstream_tests import TEST_MODULE_PATH, render_test_module
 
 
 AUTOENCODERS = Path("models", "autoencoders")
 VAE_MODULE = "vae"
-COPIED_FROM = re.compile(r"^(\s*)#\s*Copied from\s+diffusers\.(\S+\.\S+)\s*($|\S.*$)")
+FIRST_SUPPORTED_VERSION = "0.36.0"  # the first diffusers release with AutoencoderMixin
 LINE_LENGTH = 119
 BLEND_DEFINITION = re.compile(r"\bdef\s+blend_[vht]\b")
 
 
-class RewriteError(Exception):
+class RewriteError(SourceError):
     """The tree cannot be rewritten; nothing was written."""
 
 
 @dataclass
 class FileRewrite:
-    """The planned change of one file: its old and new text and what changed in it."""
+    """The planned change of one file: its old and new text (line endings as stored), how it is stored, and what
+    changed in it."""
 
     path: Path
     old: str
     new: str
+    encoding: str = "utf-8"  # "utf-8-sig" for a file that starts with a BOM
     rewritten: list[str] = field(default_factory=list)  # "Class.method" replaced from the loop (or refreshed)
     up_to_date: list[str] = field(default_factory=list)  # "Class.method" already the current copy
     skipped: list[str] = field(default_factory=list)  # "Class.method" named like a blend, not recognised
+    nested: list[str] = field(default_factory=list)  # "Class.method" loops in a class that is not at module level
 
     @property
     def changed(self) -> bool:
         return self.old != self.new
 
 
-def find_package(path: Path) -> tuple[Path, Path | None]:
+def diffusers_tree(path: Path) -> tuple[Path, Path | None]:
     """Return (the `diffusers` package directory, the checkout root or None) for a checkout or a package dir."""
-    for package, root in ((path / "src" / "diffusers", path), (path, None)):
-        if (package / "__init__.py").is_file() and (package / AUTOENCODERS / f"{VAE_MODULE}.py").is_file():
-            return package, root
-    raise RewriteError(f"{path} is not a diffusers checkout (no src/diffusers/) or diffusers package directory")
+    found = find_package(path)
+    if found is None or not (found[0] / AUTOENCODERS / f"{VAE_MODULE}.py").is_file():
+        raise RewriteError(f"{path} is not a diffusers checkout (no src/diffusers/) or diffusers package directory")
+    return found
 
 
-def _read(path: Path) -> tuple[str, ast.Module | None]:
-    """The text of `path` and its syntax tree (None when no method can be named like a blend, to save the parse)."""
+def _version(package: Path) -> str:
+    """The `__version__` written in the package's `__init__.py`, or "unknown"."""
+    match = re.search(r'^__version__ = "([^"]+)"', (package / "__init__.py").read_text(errors="replace"), re.M)
+    return match.group(1) if match else "unknown"
+
+
+def _read(path: Path) -> tuple[SourceFile, ast.Module | None]:
+    """The source of `path` and its syntax tree (None when no method can be named like a blend, to save the parse)."""
+    source = read_source(path)
+    if BLEND_DEFINITION.search(source.text) is None:
+        return source, None
+    return source, _parse(source.text, path)
+
+
+def _parse(text: str, path: Path) -> ast.Module:
     try:
-        text = path.read_text(encoding="utf-8")
-        if BLEND_DEFINITION.search(text) is None:
-            return text, None
-        return text, ast.parse(text, filename=str(path))
-    except (OSError, UnicodeDecodeError) as error:
-        raise RewriteError(f"cannot read {path}: {error}") from error
+        return ast.parse(text, filename=str(path))
     except SyntaxError as error:
         raise RewriteError(f"cannot parse {path}: line {error.lineno}: {error.msg}") from error
 
 
-def _apply(lines: list[str], edits: list[tuple[int, int, list[str]]]) -> str:
-    """Replace lines[start:end] by each edit's lines; edits must not overlap."""
+def _apply(lines: list[str], edits: list[tuple[int, int, list[str]]], newline: str) -> str:
+    """Replace lines[start:end] by each edit's lines (generated with "\n", written with `newline`); edits must not
+    overlap."""
     for start, end, replacement in sorted(edits, key=lambda edit: edit[0], reverse=True):
-        lines[start:end] = replacement
+        lines[start:end] = [with_newline(line, newline) for line in replacement]
     return "".join(lines)
 
 
@@ -134,9 +162,9 @@ def _copied_from_start(lines: list[str], def_index: int) -> tuple[int, str | Non
 
 def plan_module(path: Path, code: UpstreamCode) -> FileRewrite:
     """Plan the rewrite of one autoencoder module (not vae.py's own `AutoencoderMixin` methods)."""
-    text, tree = _read(path)
-    lines = text.splitlines(keepends=True)
-    plan = FileRewrite(path=path, old=text, new=text)
+    source, tree = _read(path)
+    lines = split_lines(source.text)
+    plan = FileRewrite(path=path, old=source.text, new=source.text, encoding=source.encoding)
     if tree is None:
         return plan
     edits = []
@@ -150,10 +178,13 @@ def plan_module(path: Path, code: UpstreamCode) -> FileRewrite:
         if recognize(function) is None and not ours:
             plan.skipped.append(name)
             continue
+        if cls not in tree.body:
+            plan.nested.append(name)
+            continue
         indent = lines[function.lineno - 1][: function.col_offset]
         replacement = [f"{indent}# Copied from {code.copied_from(function.name)}\n"]
         replacement += _indent(code.methods[function.name], indent)
-        if lines[start : function.end_lineno] == replacement:
+        if normalize_newlines("".join(lines[start : function.end_lineno])) == "".join(replacement):
             plan.up_to_date.append(name)
         else:
             plan.rewritten.append(name)
@@ -161,20 +192,22 @@ def plan_module(path: Path, code: UpstreamCode) -> FileRewrite:
     if plan.rewritten or plan.up_to_date:
         if path.stem != VAE_MODULE and (edit := _import_edit(tree, path)) is not None:
             edits.append(edit)
-    plan.new = _apply(lines, edits)
+    plan.new = _apply(lines, edits, source.newline)
     return plan
 
 
 def plan_vae(plan: FileRewrite, code: UpstreamCode) -> FileRewrite:
     """Add (or refresh) `blend_tiles` and the `AutoencoderMixin` blend methods on top of vae.py's module plan."""
-    lines = plan.new.splitlines(keepends=True)
-    try:
-        tree = ast.parse(plan.new, filename=str(plan.path))
-    except SyntaxError as error:
-        raise RewriteError(f"cannot parse {plan.path}: line {error.lineno}: {error.msg}") from error
+    lines = split_lines(plan.new)
+    tree = _parse(plan.new, plan.path)
     classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == SOURCE_CLASS]
     if not classes:
-        raise RewriteError(f"{plan.path} has no class {SOURCE_CLASS}")
+        package = plan.path.parents[len(AUTOENCODERS.parts)]
+        raise RewriteError(
+            f"{plan.path} has no class {SOURCE_CLASS} (diffusers {_version(package)}): tileblend rewrite supports "
+            f"diffusers {FIRST_SUPPORTED_VERSION} and later, where the blends' source can be a method of "
+            f"{SOURCE_CLASS}; tileblend.enable() works on this version"
+        )
     mixin = classes[0]
     edits = []
     function_lines = code.function.splitlines(keepends=True)
@@ -193,16 +226,20 @@ def plan_vae(plan: FileRewrite, code: UpstreamCode) -> FileRewrite:
             appended += ["\n", *text.splitlines(keepends=True)]
     if appended:
         edits.append((mixin.end_lineno, mixin.end_lineno, appended))
-    plan.new = _apply(lines, edits)
+    plan.new = _apply(lines, edits, dominant_newline(plan.old))
     return plan
 
 
 def plan_rewrite(path: Path, code: UpstreamCode | None = None) -> list[FileRewrite]:
     """Plan the rewrite of the diffusers tree at `path`: one `FileRewrite` per file considered, nothing written."""
     code = code or upstream_code()
-    package, root = find_package(path)
+    package, root = diffusers_tree(path)
     plans = [plan_module(module, code) for module in sorted((package / AUTOENCODERS).glob("*.py"))]
-    plans = [plan for plan in plans if plan.rewritten or plan.up_to_date or plan.skipped or plan.path.stem == "vae"]
+    plans = [
+        plan
+        for plan in plans
+        if plan.rewritten or plan.up_to_date or plan.skipped or plan.nested or plan.path.stem == VAE_MODULE
+    ]
     if not any(plan.rewritten or plan.up_to_date for plan in plans):
         raise RewriteError(f"no loop blend methods found under {package / AUTOENCODERS}")
     plans = [plan_vae(plan, code) if plan.path.stem == VAE_MODULE else plan for plan in plans]
@@ -214,41 +251,18 @@ def plan_rewrite(path: Path, code: UpstreamCode | None = None) -> list[FileRewri
             raise RewriteError(f"the rewrite of {plan.path} does not parse: {error}") from error
     if root is not None and (root / TEST_MODULE_PATH).parent.is_dir():
         test_path = root / TEST_MODULE_PATH
-        old = test_path.read_text(encoding="utf-8") if test_path.exists() else ""
+        old = read_source(test_path) if test_path.exists() else SourceFile(test_path, "")
         classes = {plan.path.stem: [*plan.rewritten, *plan.up_to_date] for plan in plans}
-        plans.append(FileRewrite(path=test_path, old=old, new=render_test_module(classes)))
+        new = with_newline(render_test_module(classes), old.newline)
+        plans.append(FileRewrite(path=test_path, old=old.text, new=new, encoding=old.encoding))
     return plans
 
 
-def _check_writable(path: Path) -> None:
-    """Refuse files without write permission, even for a user (root) who could replace them anyway."""
-    if path.exists() and (not os.access(path, os.W_OK) or not path.stat().st_mode & 0o222):
-        raise RewriteError(f"cannot write {path}: the file is read-only")
-    if not os.access(path.parent, os.W_OK):
-        raise RewriteError(f"cannot write {path}: its directory is read-only")
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Replace `path` by `text` through a temporary file in the same directory, keeping the file's mode."""
-    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8", newline="") as file:
-            file.write(text)
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
-
-
 def apply_rewrite(plans: list[FileRewrite]) -> None:
-    """Write every changed file, after checking that all of them can be written."""
-    changed = [plan for plan in plans if plan.changed]
-    for plan in changed:
-        _check_writable(plan.path)
-    for plan in changed:
-        write_atomically(plan.path, plan.new)
+    """Write every changed file, all or nothing (`tileblend.source_files.write_files`), vae.py first so that any
+    state the tree is left in (a crash between two replacements) imports; raise `SourceError` if it cannot."""
+    changed = sorted((plan for plan in plans if plan.changed), key=lambda plan: plan.path.stem != VAE_MODULE)
+    write_files([SourceFile(plan.path, plan.new, plan.encoding) for plan in changed])
 
 
 def report(plans: list[FileRewrite], package: Path) -> str:
@@ -261,14 +275,19 @@ def report(plans: list[FileRewrite], package: Path) -> str:
                 lines.append(f"{relative}: {label}: {', '.join(names)}")
         if plan.skipped:
             lines.append(f"{relative}: skipped (named like a blend, not the loop): {', '.join(plan.skipped)}")
+        if plan.nested:
+            lines.append(
+                f"{relative}: skipped (a loop in a nested class, where a copy cannot be checked): "
+                f"{', '.join(plan.nested)}"
+            )
         if plan.path.stem == VAE_MODULE and plan.path.parent.name == "autoencoders":
             lines.append(f"{relative}: blend_tiles and {SOURCE_CLASS}.blend_v/h/t: {_state(plan)}")
-        elif not (plan.rewritten or plan.up_to_date or plan.skipped):
+        elif not (plan.rewritten or plan.up_to_date or plan.skipped or plan.nested):
             lines.append(f"{relative}: test module: {_state(plan)}")
     copies = [plan for plan in plans if plan.rewritten or plan.up_to_date]
     methods = sum(len(plan.rewritten) + len(plan.up_to_date) for plan in copies)
     rewritten = sum(len(plan.rewritten) for plan in plans)
-    skipped = [name for plan in plans for name in plan.skipped]
+    skipped = [name for plan in plans for name in plan.skipped + plan.nested]
     lines.append(
         f"{methods} blend methods in {len(copies)} files ({rewritten} rewritten, {methods - rewritten} up to date), "
         f"{len(skipped)} skipped, {sum(plan.changed for plan in plans)} files changed"
@@ -281,12 +300,15 @@ def _state(plan: FileRewrite) -> str:
 
 
 def unified_diff(plans: list[FileRewrite], base: Path) -> str:
-    """The changes as a unified diff with paths relative to `base` (applies with `git apply` there)."""
+    """The changes as a unified diff with paths relative to `base` (applies with `git apply` there). Lines keep their
+    own endings, and a file's BOM is part of its first line."""
     patches = []
     for plan in plans:
         if plan.changed:
             name = plan.path.relative_to(base).as_posix()
-            old, new = plan.old.splitlines(keepends=True), plan.new.splitlines(keepends=True)
+            bom = "\ufeff" if plan.encoding == "utf-8-sig" else ""
+            old = split_lines(bom + plan.old if plan.old else "")
+            new = split_lines(bom + plan.new)
             patches += difflib.unified_diff(
                 old, new, fromfile=f"a/{name}" if plan.old else "/dev/null", tofile=f"b/{name}"
             )
@@ -298,8 +320,8 @@ def add_parser(subparsers) -> None:
         "rewrite",
         help="write the vectorized blend into a diffusers source tree (the upstream pull request)",
         description="Replace every diffusers loop blend under PATH by a copy of AutoencoderMixin.blend_v/h/t "
-        "(models/autoencoders/vae.py), generated from tileblend.blend. Exit codes: 0 done, 1 a rewrite is pending "
-        "(--check), 2 error (nothing written).",
+        "(models/autoencoders/vae.py), generated from tileblend.blend. Needs diffusers 0.36.0 or later. Exit codes: 0 "
+        "done, 1 a rewrite is pending (--check), 2 error (the message says whether anything was written).",
     )
     parser.add_argument("path", type=Path, help="a diffusers checkout (with src/diffusers/) or package directory")
     mode = parser.add_mutually_exclusive_group()
@@ -312,13 +334,15 @@ def main(args: argparse.Namespace) -> int:
     """Plan, report and (unless --check or --diff) write the rewrite of `args.path`."""
     try:
         plans = plan_rewrite(args.path)
-        package, root = find_package(args.path)
+        package, root = diffusers_tree(args.path)
         if args.diff:
-            sys.stdout.write(unified_diff(plans, root or package.parent))
+            sys.stdout.flush()  # bytes, so that no platform translates the lines' own endings
+            sys.stdout.buffer.write(unified_diff(plans, root or package.parent).encode("utf-8"))
+            sys.stdout.buffer.flush()
             return 0
         if not args.check:
             apply_rewrite(plans)
-    except (RewriteError, OSError) as error:
+    except (SourceError, OSError) as error:
         print(f"tileblend rewrite: error: {error}", file=sys.stderr)
         return 2
     print(report(plans, package))

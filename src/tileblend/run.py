@@ -11,30 +11,40 @@ from .patch import enable
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "run",
+        usage="tileblend run [-h] SCRIPT [ARGS ...]",
         help="run a Python script with the vectorized blends enabled",
-        description="Run SCRIPT as __main__ with the same argv it would get from `python SCRIPT ARGS...`, with every "
-        "diffusers loop blend replaced by the vectorized one.",
+        description="Run SCRIPT as __main__ with the same argv it would get from `python SCRIPT ARGS...` (a `--` "
+        "among ARGS included), with every diffusers loop blend replaced by the vectorized one.",
     )
-    parser.add_argument("script", help="path of the Python script to run")
-    parser.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments passed to the script")
+    # One REMAINDER for the script and its arguments: argparse drops a `--` that follows a positional of its own.
+    parser.add_argument(
+        "command", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS ...]", help="the script and its arguments"
+    )
     parser.set_defaults(handler=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run `args.script` as `__main__`; returns its exit code (0 if it ends normally, 2 if it cannot be opened).
+    """Run the script of `args.command` as `__main__`; returns its exit code (0 if it ends normally, 2 if it cannot be
+    opened or none is given).
 
     As under `python SCRIPT`, `sys.argv` is `[SCRIPT, *ARGS]` and the script's directory comes first on `sys.path`
-    (in place of this command's own entry), so the script imports its neighbours.
+    (in place of this command's own entry), so the script imports its neighbours. A `--` before SCRIPT ends
+    tileblend's own options and is dropped; every argument after SCRIPT is the script's.
     """
-    if not os.path.isfile(args.script):
-        print(f"tileblend run: can't open file {args.script!r}: no such file", file=sys.stderr)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        print("tileblend run: error: no script given", file=sys.stderr)
+        return 2
+    script = command[0]
+    if not os.path.isfile(script):
+        print(f"tileblend run: can't open file {script!r}: no such file", file=sys.stderr)
         return 2
     enable()
     saved_argv, saved_path = sys.argv, list(sys.path)
-    sys.argv = [args.script, *args.script_args]
-    sys.path[0] = os.path.dirname(os.path.realpath(args.script))
+    sys.argv = list(command)
+    sys.path[0] = os.path.dirname(os.path.realpath(script))
     try:
-        runpy.run_path(args.script, run_name="__main__")
+        runpy.run_path(script, run_name="__main__")
     except SystemExit as exit:
         if exit.code is None or isinstance(exit.code, int):
             return exit.code or 0
