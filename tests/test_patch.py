@@ -1,6 +1,8 @@
 """`tileblend.enable()` swaps exactly diffusers' loop blends for the vectorized ones, and `disable()` swaps them back."""
 
 import collections
+import inspect
+import threading
 import warnings
 
 import diffusers
@@ -174,3 +176,66 @@ def test_autoencoder_kl_tiled_encode_and_decode_are_unchanged(dtype):
         vectorized = run()
     for expected, actual in zip(stock, vectorized):
         assert bitwise_equal(expected, actual)
+
+
+def test_enabled_blocks_overlapping_across_threads_restore_exactly():
+    """Thread A enters, thread B enters, A leaves: B still runs patched; when B leaves, stock diffusers is back."""
+    originals = blend_functions()
+    step = threading.Barrier(2)
+    seen = {}
+
+    def first():
+        with tileblend.enabled():
+            step.wait()  # 1: A inside
+            step.wait()  # 2: A leaves
+        step.wait()  # 3: A is out
+
+    def second():
+        step.wait()  # 1
+        with tileblend.enabled():
+            step.wait()  # 2
+            step.wait()  # 3
+            seen["enabled"] = tileblend.is_enabled()
+            seen["patched"] = AutoencoderKL.blend_v is not patch.original_method(AutoencoderKL, "blend_v")
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert seen == {"enabled": True, "patched": True}
+    assert not tileblend.is_enabled()
+    assert blend_functions() == originals
+
+
+def test_concurrent_enables_patch_once():
+    originals = blend_functions()
+    start = threading.Barrier(4)
+    results = []
+
+    def enter():
+        start.wait()
+        with tileblend.enabled() as patched:
+            results.append(len(patched))
+            start.wait()  # everyone inside at once
+
+    threads = [threading.Thread(target=enter) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert len(results) == 4 and len(set(results)) == 1
+    assert len(patch._originals) == 0 and not tileblend.is_enabled()
+    assert blend_functions() == originals
+
+
+def test_patched_method_shows_its_own_source_and_module():
+    with tileblend.enabled():
+        method = AutoencoderKL.blend_v
+        assert method.__module__ == "tileblend.patch"
+        assert not hasattr(method, "__wrapped__")
+        assert "for y in range" not in inspect.getsource(method)
+        assert "blend(a, b, blend_extent)" in inspect.getsource(method)
+        assert method.__qualname__ == "AutoencoderKL.blend_v"
+    assert AutoencoderKL.blend_v.__module__ == "diffusers.models.autoencoders.autoencoder_kl"
+    assert "for y in range" in inspect.getsource(AutoencoderKL.blend_v)

@@ -142,3 +142,23 @@ def test_script_options_are_not_parsed_by_tileblend(tmp_path, capsys):
     path.write_text("import sys\nprint(sys.argv[1:])\n")
     assert main(["run", str(path), "--help", "-x", "run"]) == 0
     assert capsys.readouterr().out.strip() == "['--help', '-x', 'run']"
+
+
+@pytest.mark.parametrize(
+    "argv, script_argv",
+    [
+        (["SCRIPT", "--", "--check"], ["--", "--check"]),  # as `python SCRIPT -- --check`
+        (["SCRIPT", "a", "--", "b"], ["a", "--", "b"]),
+        (["--", "SCRIPT", "--check"], ["--check"]),  # a `--` before the script ends tileblend's options
+    ],
+)
+def test_double_dash_reaches_the_script_as_under_python(tmp_path, capsys, argv, script_argv):
+    path = tmp_path / "echo.py"
+    path.write_text("import sys\nprint(sys.argv[1:])\n")
+    assert main(["run", *[str(path) if arg == "SCRIPT" else arg for arg in argv]]) == 0
+    assert capsys.readouterr().out.strip() == str(script_argv)
+
+
+def test_no_script_is_a_usage_error(capsys):
+    assert main(["run"]) == 2
+    assert "no script given" in capsys.readouterr().err
