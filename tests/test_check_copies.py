@@ -1,6 +1,7 @@
 """`utils/check_copies.py` on small hand-written trees: resolution, comparison, patterns, fixing and refusals."""
 
 import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -171,3 +172,39 @@ def test_other_trees_are_checked_against_the_installed_diffusers(tmp_path, capsy
 def test_missing_path(tmp_path, capsys):
     assert run(tmp_path / "missing") == 2
     assert "is not a directory" in capsys.readouterr().err
+
+
+def test_fix_is_all_or_nothing(tmp_path, capsys, monkeypatch):
+    """Two files to fix and the second replacement fails: the first file is put back, and the error says so."""
+    copy = GOOD_COPY.replace("return y + 1", "return y + 2")
+    path = make_tree(tmp_path, copy)
+    second = path.with_name("second.py")
+    second.write_text(copy)
+    replace, calls = os.replace, []
+
+    def failing(source, target):
+        calls.append(target)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        replace(source, target)
+
+    monkeypatch.setattr(os, "replace", failing)
+    assert run(tmp_path, "--fix_and_overwrite") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nothing was written (files replaced before it, put back: 1)" in err
+    assert path.read_text() == copy and second.read_text() == copy
+
+
+def test_crlf_and_bom_files_keep_their_bytes(tmp_path):
+    """A CRLF copy with a BOM of an LF source: it passes as is, and a fix keeps its BOM and line endings."""
+    path = make_tree(tmp_path, "")
+    bom_crlf = b"\xef\xbb\xbf" + GOOD_COPY.replace("\n", "\r\n").encode()
+    path.write_bytes(bom_crlf)
+    assert run(tmp_path) == 0
+
+    mixed = bom_crlf.replace(b"        return y + 1\r\n", b"        return y + 2\n")  # one LF line, the one to fix
+    path.write_bytes(mixed)
+    assert run(tmp_path) == 1
+    assert run(tmp_path, "--fix_and_overwrite") == 0
+    assert path.read_bytes() == bom_crlf  # the fixed lines take the file's dominant ending
+    assert run(tmp_path) == 0

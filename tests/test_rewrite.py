@@ -9,11 +9,13 @@ import ast
 import contextlib
 import filecmp
 import importlib.util
+import inspect
 import io
 import os
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import diffusers
@@ -278,3 +280,139 @@ def test_error_read_only_file_writes_nothing(pristine, tmp_path, capsys):
     assert code == 2
     assert err.count("\n") == 1 and f"cannot write {locked}" in err
     assert snapshot(root) == before
+
+
+def replace_bytes(path: Path, data: bytes) -> None:
+    """Write `path` as a new file (the tree may share its old inode with other trees)."""
+    path.unlink()
+    path.write_bytes(data)
+
+
+def windows_checkout(pristine: Path, destination: Path) -> Path:
+    """A copy of `pristine` as a Windows checkout may hold it: every autoencoder module CRLF, vae.py and
+    autoencoder_kl.py with a BOM, and autoencoder_kl_wan.py mixed (its first 100 lines CRLF, the rest LF)."""
+    root = link_tree(pristine, destination)
+    for path in sorted((root / "src" / "diffusers" / AUTOENCODERS).glob("*.py")):
+        data = path.read_bytes()
+        assert b"\r" not in data
+        if path.name == "autoencoder_kl_wan.py":
+            lines = data.splitlines(keepends=True)
+            crlf = b"".join(lines[:100]).replace(b"\n", b"\r\n") + b"".join(lines[100:])
+        else:
+            crlf = data.replace(b"\n", b"\r\n")
+        replace_bytes(path, b"\xef\xbb\xbf" + crlf if path.name in ("vae.py", "autoencoder_kl.py") else crlf)
+    return root
+
+
+def test_windows_checkout_keeps_line_endings_and_bom(pristine, tmp_path, capsys):
+    code, lf_diff, _ = run_rewrite(capsys, pristine, "--diff")
+    assert code == 0
+    root = windows_checkout(pristine, tmp_path / "windows")
+    autoencoders = root / "src" / "diffusers" / AUTOENCODERS
+    before = snapshot(root)
+    code, diff, _ = run_rewrite(capsys, root, "--diff")
+    assert code == 0
+    assert diff.count("\n") == lf_diff.count("\n")
+    assert diff.replace("\r\n", "\n") == lf_diff  # the same lines: the methods and the import line, nothing else
+
+    applied = tmp_path / "applied"
+    shutil.copytree(autoencoders, applied / "src" / "diffusers" / AUTOENCODERS)
+    (applied / TEST_MODULE_PATH).parent.mkdir(parents=True)
+    git = subprocess.run(["git", "apply", "-"], input=diff.encode(), cwd=applied, capture_output=True)
+    assert git.returncode == 0, git.stderr.decode()
+
+    assert run_rewrite(capsys, root)[0] == 0
+    after = snapshot(root)
+    patched = snapshot(applied)
+    assert {name: after[name] for name in patched} == patched  # the rewrite wrote what the diff says
+    for name, data in after.items():
+        if name.startswith("src/diffusers/models/autoencoders/") and not name.endswith("_wan.py"):
+            assert data.count(b"\n") == data.count(b"\r\n"), name  # every line CRLF, old and new
+    assert after["src/diffusers/models/autoencoders/vae.py"].startswith(b"\xef\xbb\xbf")
+    assert after["src/diffusers/models/autoencoders/autoencoder_kl.py"].startswith(b"\xef\xbb\xbf")
+    unchanged = [name for name in before if after[name] == before[name]]
+    assert len(before) - len(unchanged) == lf_diff.count("\n--- a/") + lf_diff.startswith("--- a/")
+
+    code, out, _ = run_rewrite(capsys, root)
+    assert code == 0 and "0 files changed" in out
+    assert snapshot(root) == after
+    assert run_rewrite(capsys, root, "--check")[0] == 0
+    assert check_copies.main(["--path", str(root)]) == 0
+
+
+def test_failed_write_puts_every_file_back(pristine, tmp_path, capsys, monkeypatch):
+    root = link_tree(pristine, tmp_path / "checkout")
+    before = snapshot(root)
+    replace, targets = os.replace, []
+
+    def failing(source, target):  # the fifth file cannot be written (a full disk, an append-only file...)
+        targets.append(Path(target))
+        if len(targets) == 5:
+            raise OSError(28, "No space left on device")
+        replace(source, target)
+
+    monkeypatch.setattr(os, "replace", failing)
+    code, _, err = run_rewrite(capsys, root)
+    assert code == 2
+    assert err.count("\n") == 1 and f"cannot write {targets[4]}: [Errno 28] No space left on device" in err
+    assert "nothing was written (files replaced before it, put back: 4)" in err
+    assert targets[0].name == "vae.py"  # written first: a tree left between two replacements still imports
+    assert snapshot(root) == before
+    assert not list((root / "src" / "diffusers" / AUTOENCODERS).glob(".*.tmp"))
+
+
+def test_symlinks_mode_and_owner_are_kept(pristine, tmp_path, capsys):
+    root = link_tree(pristine, tmp_path / "checkout")
+    kl = root / "src" / "diffusers" / AUTOENCODERS / "autoencoder_kl.py"
+    real = tmp_path / "elsewhere" / "autoencoder_kl.py"
+    real.parent.mkdir()
+    real.write_bytes(kl.read_bytes())
+    kl.unlink()
+    kl.symlink_to(real)
+    real.chmod(0o640)
+    owner = (4321, 4322) if os.getuid() == 0 else (os.getuid(), os.getgid())
+    os.chown(real, *owner)
+
+    assert run_rewrite(capsys, root)[0] == 0
+    assert kl.is_symlink() and kl.resolve() == real
+    assert "# Copied from diffusers.models.autoencoders.vae.AutoencoderMixin.blend_v" in real.read_text()
+    status = real.stat()
+    assert (status.st_mode & 0o7777, status.st_uid, status.st_gid) == (0o640, *owner)
+
+
+def test_error_undecodable_test_module_writes_nothing(pristine, tmp_path, capsys):
+    root = link_tree(pristine, tmp_path / "checkout")
+    (root / TEST_MODULE_PATH).write_bytes(b"# caf\xe9\n")
+    before = snapshot(root)
+    code, _, err = run_rewrite(capsys, root)
+    assert code == 2
+    assert err.count("\n") == 1 and f"cannot read {root / TEST_MODULE_PATH}: " in err
+    assert snapshot(root) == before
+
+
+def test_error_tree_without_autoencoder_mixin_names_the_supported_versions(pristine, tmp_path, capsys):
+    root = link_tree(pristine, tmp_path / "checkout")
+    vae = root / "src" / "diffusers" / AUTOENCODERS / "vae.py"
+    replace_text(vae, vae.read_text().replace("class AutoencoderMixin", "class AutoencoderHelpers"))
+    before = snapshot(root)
+    code, _, err = run_rewrite(capsys, root)
+    assert code == 2
+    assert err.count("\n") == 1
+    assert f"has no class AutoencoderMixin (diffusers {diffusers.__version__})" in err
+    assert "tileblend rewrite supports diffusers 0.36.0 and later" in err
+    assert snapshot(root) == before
+
+
+def test_loops_in_nested_classes_are_skipped_and_reported(pristine, tmp_path, capsys):
+    root = link_tree(pristine, tmp_path / "checkout")
+    kl = root / "src" / "diffusers" / AUTOENCODERS / "autoencoder_kl.py"
+    loop = textwrap.indent(textwrap.dedent(inspect.getsource(diffusers.AutoencoderKL.blend_v)), " " * 8)
+    nested = f"\n\nclass Outer:\n    class Inner:\n{loop}"
+    replace_text(kl, kl.read_text() + nested)
+    code, out, _ = run_rewrite(capsys, root)
+    assert code == 0
+    assert (
+        "autoencoder_kl.py: skipped (a loop in a nested class, where a copy cannot be checked): Inner.blend_v" in out
+    )
+    assert ", 1 skipped, " in out
+    assert kl.read_text().endswith(nested)

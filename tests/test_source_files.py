@@ -69,7 +69,7 @@ def test_a_failed_replacement_puts_back_the_files_replaced_before(tmp_path, monk
     message = str(error.value)
     failed = [paths[0], paths[1], new][failing_call - 1]
     assert message.startswith(f"cannot write {failed}: [Errno 28] No space left on device; nothing was written")
-    assert f"the {failing_call - 1} files replaced before it were put back" in message
+    assert f"(files replaced before it, put back: {failing_call - 1})" in message
     assert {path: path.read_bytes() for path in paths} == before
     assert not new.exists()
     assert sorted(os.listdir(tmp_path)) == ["a.py", "b.py", "c.py"]  # no temporary file or backup left

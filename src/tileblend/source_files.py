@@ -162,7 +162,7 @@ def write_files(files: list[SourceFile]) -> None:
         state = (
             "left written: " + ", ".join(not_restored)
             if not_restored
-            else f"nothing was written (the {done} files replaced before it were put back)"
+            else f"nothing was written (files replaced before it, put back: {done})"
         )
         raise SourceError(f"cannot write {targets[done]}: {error}; {state}") from error
     _remove(backup for backup in backups if backup is not None)
