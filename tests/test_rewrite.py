@@ -9,7 +9,6 @@ import ast
 import contextlib
 import filecmp
 import importlib.util
-import inspect
 import io
 import os
 import shutil
@@ -406,9 +405,12 @@ def test_error_tree_without_autoencoder_mixin_names_the_supported_versions(prist
 def test_loops_in_nested_classes_are_skipped_and_reported(pristine, tmp_path, capsys):
     root = link_tree(pristine, tmp_path / "checkout")
     kl = root / "src" / "diffusers" / AUTOENCODERS / "autoencoder_kl.py"
-    loop = textwrap.indent(textwrap.dedent(inspect.getsource(diffusers.AutoencoderKL.blend_v)), " " * 8)
+    text = kl.read_text()
+    cls = next(node for node in ast.parse(text).body if getattr(node, "name", None) == "AutoencoderKL")
+    method = next(node for node in cls.body if getattr(node, "name", None) == "blend_v")
+    loop = textwrap.indent("".join(text.splitlines(keepends=True)[method.lineno - 1 : method.end_lineno]), " " * 4)
     nested = f"\n\nclass Outer:\n    class Inner:\n{loop}"
-    replace_text(kl, kl.read_text() + nested)
+    replace_text(kl, text + nested)
     code, out, _ = run_rewrite(capsys, root)
     assert code == 0
     assert (
