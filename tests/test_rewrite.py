@@ -339,6 +339,15 @@ def test_windows_checkout_keeps_line_endings_and_bom(pristine, tmp_path, capsys)
     assert check_copies.main(["--path", str(root)]) == 0
 
 
+def test_existing_test_module_keeps_its_bom_and_line_endings(pristine, tmp_path, capsys):
+    root = link_tree(pristine, tmp_path / "checkout")
+    (root / TEST_MODULE_PATH).write_bytes(b"\xef\xbb\xbf# an older version\r\n")
+    assert run_rewrite(capsys, root)[0] == 0
+    data = (root / TEST_MODULE_PATH).read_bytes()
+    assert data.startswith(b"\xef\xbb\xbf# Licensed") and data.count(b"\n") == data.count(b"\r\n") > 100
+    assert run_rewrite(capsys, root, "--check")[0] == 0
+
+
 def test_failed_write_puts_every_file_back(pristine, tmp_path, capsys, monkeypatch):
     root = link_tree(pristine, tmp_path / "checkout")
     before = snapshot(root)
