@@ -105,7 +105,7 @@ def _parse(text: str, path: Path) -> ast.Module:
 
 
 def _apply(lines: list[str], edits: list[tuple[int, int, list[str]]], newline: str) -> str:
-    """Replace lines[start:end] by each edit's lines (generated with "\n", written with `newline`); edits must not
+    """Replace lines[start:end] by each edit's lines (generated with "\\n", written with `newline`); edits must not
     overlap."""
     for start, end, replacement in sorted(edits, key=lambda edit: edit[0], reverse=True):
         lines[start:end] = [with_newline(line, newline) for line in replacement]
