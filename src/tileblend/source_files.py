@@ -108,7 +108,8 @@ def _stage(target: Path, data: bytes, like: os.stat_result | None) -> Path:
     try:
         with os.fdopen(descriptor, "wb") as file:
             file.write(data)
-        if like is not None and (like.st_uid, like.st_gid) != (os.getuid(), os.getgid()):
+        # Owners exist on POSIX only; replacing a file would give it to the running user.
+        if os.name == "posix" and like is not None and (like.st_uid, like.st_gid) != (os.getuid(), os.getgid()):
             try:
                 os.chown(temporary, like.st_uid, like.st_gid)
             except PermissionError as error:
