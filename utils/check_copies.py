@@ -2,6 +2,8 @@
 
     python utils/check_copies.py [--path ROOT] [--fix_and_overwrite]
 
+(with tileblend importable, as in the environment of `make install`: files are read and written through
+`tileblend.source_files`, like `tileblend rewrite` does.)
 ROOT is a diffusers checkout (the code under ROOT/src/diffusers is scanned) or a diffusers package directory; the
 default is the current directory. Any other ROOT (such as this repository) has the Python files under ROOT/src (or
 ROOT) scanned, with sources resolved in the installed diffusers. The format and the comparison are diffusers' own:
@@ -17,8 +19,7 @@ ROOT) scanned, with sources resolved in the installed diffusers. The format and 
 
 Check mode lists every copy that differs from its source (`file:line: ... differs from diffusers.X`) and exits 1.
 Files are read as Python reads source (a UTF-8 BOM is fine) and compared regardless of line endings; a fixed file keeps
-its encoding and line endings, the lines the fix writes taking the file's dominant ending
-(`tileblend.source_files`). Fix mode rewrites those copies from their sources (repeating until copies of copies
+its encoding and line endings, the lines the fix writes taking the file's dominant ending. Fix mode rewrites those copies from their sources (repeating until copies of copies
 agree) and writes the changed files all or nothing: if one cannot be written, the ones written before it are put
 back. Unlike diffusers' own script, copies that cannot be fixed safely are errors, reported before
 anything is written (exit 2): a source and a copy at different depths (a module function copied into a class, which
