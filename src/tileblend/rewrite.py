@@ -10,8 +10,9 @@ row loop (the recogniser `tileblend.enable()` uses) is replaced in place by
 and `blend_tiles` is added to the file's `from .vae import ...`. Copies written by an earlier run are refreshed from
 the current source (so a second run changes nothing), methods named like blends that are neither are left alone and
 reported. Every file that defines a method named like a blend is parsed and every edit computed before anything is
-written; each file is then replaced atomically. When the checkout has `tests/models/autoencoders/`, a test module for the rewritten classes is written
-there too (`tileblend.upstream_tests`).
+written; each file is then replaced atomically. In a checkout with upstream's tester-mixin layout the rewrite adds a
+tiling-blend tester mixin and a test class per rewritten model (`tileblend.upstream_layout`); in an older checkout with
+`tests/models/autoencoders/` it writes one standalone test module (`tileblend.upstream_tests`).
 """
 
 import argparse
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from .recognize import blend_candidates, recognize
 from .upstream_code import SOURCE_CLASS, UpstreamCode, upstream_code
+from .upstream_layout import TestLayoutError, has_tester_layout, plan_test_files
 from .upstream_tests import TEST_MODULE_PATH, render_test_module
 
 
@@ -212,7 +214,14 @@ def plan_rewrite(path: Path, code: UpstreamCode | None = None) -> list[FileRewri
                 ast.parse(plan.new)
         except SyntaxError as error:
             raise RewriteError(f"the rewrite of {plan.path} does not parse: {error}") from error
-    if root is not None and (root / TEST_MODULE_PATH).parent.is_dir():
+    if root is not None and has_tester_layout(root):
+        classes = {name.split(".")[0] for plan in plans for name in [*plan.rewritten, *plan.up_to_date]}
+        try:
+            edits, _ = plan_test_files(root, classes)
+        except TestLayoutError as error:
+            raise RewriteError(str(error)) from error
+        plans += [FileRewrite(path=path, old=old, new=new) for path, (old, new) in edits.items()]
+    elif root is not None and (root / TEST_MODULE_PATH).parent.is_dir():
         test_path = root / TEST_MODULE_PATH
         old = test_path.read_text(encoding="utf-8") if test_path.exists() else ""
         classes = {plan.path.stem: [*plan.rewritten, *plan.up_to_date] for plan in plans}
