@@ -93,7 +93,8 @@ def test_added_tests_run_for_every_rewritten_class_with_a_test_file(result):
             # The tiled test asserts blend calls with a positive extent and the loop's bits; the other every method.
             tiled = [i for i in result.added if f"{cls}::test_tiled_blend_matches_loop[{dtype}]" in i]
             methods = [i for i in result.added if f"{cls}::test_blend_methods_match_loop[{dtype}]" in i]
-            assert [result.added[i] for i in tiled + methods] == ["passed", "passed"], cls
+            cpu_skip = cls == "TestAutoencoderVidTokTilingBlend" and dtype == "fp16"  # no float16 avg_pool3d
+            assert [result.added[i] for i in tiled + methods] == ["skipped" if cpu_skip else "passed", "passed"], cls
     graphs = [i for i in result.added if "test_tiled_blend_cuda_graph" in i]
     assert len(graphs) == 3 * 13 and {result.added[i] for i in graphs} == {"skipped"}  # no CUDA here
 
