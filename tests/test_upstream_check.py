@@ -61,9 +61,20 @@ def checkout(snapshot_tarball, tmp_path_factory) -> Path:
     return work / "diffusers"
 
 
+# `make upstream-check`'s selection without four upstream tests that take 95% of its time on a CPU and test no blend
+# this PR changes bitwise (measured on 2 cores: 630 s, 360 s, 210 s, 100 s of 1385 s): LTX2's diffusion decoder
+# tiled with splits (its blends are checked bitwise by TestLTX2VideoDiffusionDecoderModelTilingBlend), its SwiGLU
+# token tiling (no blend), and VidTok's 128-channel slicing/tiling tests (inputs smaller than a tile: no blend).
+CI_SELECTION = (
+    f"({upstream_check.SELECTION}) and not (test_tiled_decode_with_splits or test_token_tiled_swiglu_matches_untiled"
+    " or TestAutoencoderVidTokSlicingTiling)"
+)
+
+
 @pytest.fixture(scope="module")
 def result(checkout, tmp_path_factory):
-    return upstream_check.check(checkout, tmp_path_factory.mktemp("upstream-check"), broken_blend=True)
+    work = tmp_path_factory.mktemp("upstream-check")
+    return upstream_check.check(checkout, work, broken_blend=True, selection=CI_SELECTION)
 
 
 def test_upstream_tools_are_clean_on_the_rewritten_copy(result):

@@ -1,13 +1,13 @@
 """Judge `tileblend rewrite` on a diffusers checkout with upstream's own tools, against the untouched checkout.
 
-    python utils/upstream_check.py DIFFUSERS [--full] [--broken-blend] [--work DIR] [--json FILE]
+    python utils/upstream_check.py DIFFUSERS [--full | -k EXPR] [--broken-blend] [--work DIR] [--json FILE]
 
 DIFFUSERS is a diffusers checkout or a `.tar.gz` of one. It is copied twice (pristine, rewritten) and the rewrite is
 applied to one copy. Then, on both copies: upstream's `utils/check_copies.py` (run inside the copy, with this
 interpreter's bin directory first on PATH because it shells out to `ruff`), `ruff check` and `ruff format --check`
 with the copy's pyproject.toml on the files the rewrite touches, and upstream's `tests/models/autoencoders` (only
-`-k "tiling or slicing or blend"` unless --full; the two runs go in parallel). It prints one table: each check on
-pristine and rewritten, then the test ids that pass on pristine but not on rewritten (regressions), the added tests,
+`-k "tiling or slicing or blend"` unless --full or another -k; the two runs go in parallel). It prints one table:
+each check on pristine and rewritten, then the test ids that pass on pristine but not on rewritten (regressions), the added tests,
 and the collection errors of both copies (a missing optional dependency, reported and not fatal when both copies have
 it). With --broken-blend it then breaks `blend_tiles` in the rewritten copy (one row fewer is blended) and runs the
 added float32 tests again: every one of them must fail.
@@ -114,10 +114,10 @@ def ruff(arguments: list[str], root: Path, files: list[str]) -> bool:
     return passes([sys.executable, "-m", "ruff", *arguments, "--no-cache", *config, *files], root)
 
 
-def start_tests(root: Path, selection: str | None, report: Path, extra: list[str] = ()) -> subprocess.Popen:
-    """Start upstream's autoencoder tests in `root` (in the background), writing a JUnit report."""
-    command = [sys.executable, "-m", "pytest", str(TESTS), "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
-    command += ["--continue-on-collection-errors", f"--junitxml={report}", *extra]
+def start_tests(root: Path, selection: str | None, report: Path, paths: list[str]) -> subprocess.Popen:
+    """Start upstream's tests `paths` in `root` (in the background), writing a JUnit report."""
+    command = [sys.executable, "-m", "pytest", *paths, "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
+    command += ["--continue-on-collection-errors", f"--junitxml={report}"]
     command += ["-k", selection] if selection else []
     env = {**environment(root), "OMP_NUM_THREADS": "1"}
     return subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -136,9 +136,9 @@ def read_junit(report: Path, seconds: float) -> TestRun:
             run.collection_errors[name] = message[0] if message else "collection error"
             continue
         module, _, cls = classname.rpartition(".")
+        if not cls.startswith("Test"):  # a test function at module level
+            module, cls = classname, ""
         module_path = module.replace(".", "/") + ".py"
-        if not module_path.startswith("tests/"):  # a function at module level
-            module_path, cls = classname.replace(".", "/") + ".py", ""
         test_id = "::".join(part for part in (module_path, cls, name) if part)
         if "failure" in children or "error" in children:
             run.outcomes[test_id] = "failed"
@@ -149,10 +149,12 @@ def read_junit(report: Path, seconds: float) -> TestRun:
     return run
 
 
-def run_tests(roots: dict[str, Path], selection: str | None, work: Path, extra: list[str] = ()) -> dict[str, TestRun]:
+def run_tests(
+    roots: dict[str, Path], selection: str | None, work: Path, paths: list[str] = (str(TESTS),)
+) -> dict[str, TestRun]:
     """Run the selected tests on every copy at once; outcomes per copy."""
     started = time.monotonic()
-    processes = {name: start_tests(root, selection, work / f"{name}.xml", extra) for name, root in roots.items()}
+    processes = {name: start_tests(root, selection, work / f"{name}.xml", paths) for name, root in roots.items()}
     runs = {}
     for name, process in processes.items():
         process.wait()
@@ -169,8 +171,12 @@ def break_blend(root: Path) -> None:
     vae.write_text(text.replace(BLEND_START, BROKEN_BLEND, 1), encoding="utf-8")
 
 
-def check(source: Path, work: Path, full: bool = False, broken_blend: bool = False) -> CheckResult:
-    """Copy, rewrite and judge `source` (see the module docstring); the copies stay under `work`."""
+def check(
+    source: Path, work: Path, full: bool = False, broken_blend: bool = False, selection: str = SELECTION
+) -> CheckResult:
+    """Copy, rewrite and judge `source` (see the module docstring); the copies stay under `work`.
+
+    `selection` is the `-k` expression of the test runs (ignored with `full`)."""
     checkout = extract(source, work)
     roots = {"pristine": work / "pristine", "rewritten": work / "rewritten"}
     for root in roots.values():
@@ -179,12 +185,12 @@ def check(source: Path, work: Path, full: bool = False, broken_blend: bool = Fal
     apply_rewrite(plans)
     from tileblend.rewrite import find_package, report
 
-    result = CheckResult(selection="(all)" if full else SELECTION)
+    result = CheckResult(selection="(all)" if full else selection)
     result.rewrite_report = report(plans, find_package(roots["rewritten"])[0])
     result.touched = sorted(
         str(plan.path.relative_to(roots["rewritten"])) for plan in plans if plan.changed or plan.up_to_date
     )
-    tests = run_tests(roots, None if full else SELECTION, work)
+    tests = run_tests(roots, None if full else selection, work)
     for name, root in roots.items():
         result.copies[name] = passes([sys.executable, "utils/check_copies.py"], root)
         files = [path for path in result.touched if (root / path).is_file()]
@@ -203,7 +209,8 @@ def check(source: Path, work: Path, full: bool = False, broken_blend: bool = Fal
     if broken_blend:
         break_blend(roots["rewritten"])
         selection = f"{TEST_CLASS_SUFFIX} and fp32 and not cuda_graph"
-        broken = run_tests({"broken": roots["rewritten"]}, selection, work)
+        files = sorted({test_id.split("::")[0] for test_id in result.added})  # collect only these
+        broken = run_tests({"broken": roots["rewritten"]}, selection, work, files)
         result.broken = broken["broken"]
     return result
 
@@ -265,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("diffusers", type=Path, help="a diffusers checkout or a .tar.gz of one")
     parser.add_argument("--full", action="store_true", help="run all of tests/models/autoencoders")
+    parser.add_argument("-k", dest="selection", default=SELECTION, help=f'test selection (default "{SELECTION}")')
     parser.add_argument("--broken-blend", action="store_true", help="also check that the added tests catch a bug")
     parser.add_argument("--work", type=Path, help="keep the copies in this (new) directory")
     parser.add_argument("--json", type=Path, help="also write the result as JSON to this file")
@@ -276,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         work = args.work or Path(temporary)
         work.mkdir(parents=True, exist_ok=True)
         try:
-            result = check(args.diffusers, work, full=args.full, broken_blend=args.broken_blend)
+            result = check(args.diffusers, work, args.full, args.broken_blend, args.selection)
         except RewriteError as error:
             print(f"upstream-check: error: {error}", file=sys.stderr)
             return 1
