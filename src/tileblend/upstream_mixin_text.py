@@ -64,19 +64,6 @@ class {MIXIN_NAME}:
                 inputs[name] = value.to(device=device, dtype=dtype)
         return inputs
 
-    def install_loop_blends(self, model):
-        """Replace the model's blend methods by `loop_blend`; returns the (extent, effective extent) of each call."""
-        calls = []
-        for method, dim in self.blend_dims.items():
-            if hasattr(model, method):
-
-                def blend(a, b, blend_extent, dim=dim):
-                    calls.append((blend_extent, min(a.shape[dim], b.shape[dim], blend_extent)))
-                    return self.loop_blend(a, b, blend_extent, dim)
-
-                setattr(model, method, blend)
-        return calls
-
     @staticmethod
     def output_tensor(output):
         return output.sample if isinstance(output, DecoderOutput) else output
@@ -88,7 +75,17 @@ class {MIXIN_NAME}:
         model = self.get_tiled_model(dtype)
         with torch.no_grad():
             output = self.output_tensor(model(**self.get_inputs(dtype), return_dict=False)[0])
-            calls = self.install_loop_blends(model)
+
+            # The baseline: the row loop, installed on the model, records (extent, effective extent) of each call.
+            calls = []
+            for method, dim in self.blend_dims.items():
+                if hasattr(model, method):
+
+                    def blend(a, b, blend_extent, dim=dim):
+                        calls.append((blend_extent, min(a.shape[dim], b.shape[dim], blend_extent)))
+                        return self.loop_blend(a, b, blend_extent, dim)
+
+                    setattr(model, method, blend)
             expected = self.output_tensor(model(**self.get_inputs(dtype), return_dict=False)[0])
 
         assert any(effective > 0 for _, effective in calls), "The inputs must span overlapping tiles."
