@@ -131,9 +131,11 @@ def read_junit(report: Path, seconds: float) -> TestRun:
     for case in ElementTree.parse(report).getroot().iter("testcase"):
         classname, name = case.get("classname", ""), case.get("name", "")
         children = {child.tag: child for child in case}
-        if not classname:  # a module that failed to collect
-            message = (children.get("error").get("message", "") if "error" in children else "").splitlines()
-            run.collection_errors[name] = message[0] if message else "collection error"
+        if not classname:  # a module that failed to collect: keep the exception line ("E   ModuleNotFoundError...")
+            error = children.get("error")
+            text = (error.text or "") if error is not None else ""
+            raised = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
+            run.collection_errors[name] = raised[-1] if raised else "collection error"
             continue
         module, _, cls = classname.rpartition(".")
         if not cls.startswith("Test"):  # a test function at module level
@@ -257,15 +259,14 @@ def table(result: CheckResult) -> str:
             )
         )
     lines = [f"| {' | '.join(row)} |" for row in rows]
-    for test_id in result.regressions:
-        lines.append(f"\nregression: {test_id}")
+    notes = [f"regression: {test_id}" for test_id in result.regressions]
     errors = sorted(set(pristine.collection_errors) | set(rewritten.collection_errors))
     for module in errors:
         both = module in pristine.collection_errors and module in rewritten.collection_errors
         message = rewritten.collection_errors.get(module) or pristine.collection_errors[module]
         where = "both copies (not a regression)" if both else "ONE copy only"
-        lines.append(f"\ncollection error in {where}: {module}: {message}")
-    return "\n".join(lines)
+        notes.append(f"collection error in {where}: {module}: {message}")
+    return "\n".join(lines + [""] * bool(notes) + notes)
 
 
 def main(argv: list[str] | None = None) -> int:
