@@ -3,7 +3,7 @@ own check_copies.py, ruff and autoencoder tests, with the tests it adds in upstr
 
 The snapshot is extracted to a temporary directory at test time. Without it the tests skip, except under CI=true,
 where they fail: CI must run them. The whole check (two copies' autoencoder tests in parallel, then the added tests
-against a broken `blend_tiles`) runs once per module.
+against a broken `blend_tiles`) is one test, so that `pytest -n 2` runs it in one worker only.
 """
 
 import ast
@@ -71,31 +71,26 @@ CI_SELECTION = (
 )
 
 
-@pytest.fixture(scope="module")
-def result(checkout, tmp_path_factory):
-    work = tmp_path_factory.mktemp("upstream-check")
-    return upstream_check.check(checkout, work, broken_blend=True, selection=CI_SELECTION)
+def test_upstream_check_on_the_snapshot(checkout, tmp_path):
+    """One test, so that `pytest -n 2` runs the expensive check once, in one worker."""
+    result = upstream_check.check(checkout, tmp_path, broken_blend=True, selection=CI_SELECTION)
 
-
-def test_upstream_tools_are_clean_on_the_rewritten_copy(result):
+    # Upstream's own tools are clean on the rewritten copy.
     assert result.copies == {"pristine": True, "rewritten": True}
     assert result.ruff_check["rewritten"] and result.ruff_format["rewritten"]
     assert any(path.endswith("models/autoencoders/vae.py") for path in result.touched)
     assert str(TESTING_UTILS) in result.touched
 
-
-def test_no_upstream_test_regresses(result):
+    # No upstream test regresses.
     pristine, rewritten = result.tests["pristine"], result.tests["rewritten"]
     assert pristine.count("passed") > 20  # the selection really ran on both copies
     assert result.regressions == []
     # Optional dependencies missing here (datasets for oobleck, ...) break collection on both copies alike.
     assert set(rewritten.collection_errors) == set(pristine.collection_errors)
     assert result.ok
-    table = upstream_check.table(result)
-    assert "| passing on pristine, not on rewritten | - | 0 |" in table
+    assert "| passing on pristine, not on rewritten | - | 0 |" in upstream_check.table(result)
 
-
-def test_added_tests_run_for_every_rewritten_class_with_a_test_file(result):
+    # The added tests run for every rewritten class with an upstream test file, and pass.
     classes = {name.removeprefix("Test").removesuffix("TilingBlend") for name in result.added_classes}
     assert classes == set(CASES)
     assert len(classes) == 13
@@ -109,8 +104,7 @@ def test_added_tests_run_for_every_rewritten_class_with_a_test_file(result):
     graphs = [i for i in result.added if "test_tiled_blend_cuda_graph" in i]
     assert len(graphs) == 3 * 13 and {result.added[i] for i in graphs} == {"skipped"}  # no CUDA here
 
-
-def test_added_tests_fail_when_blend_tiles_is_broken(result):
+    # With blend_tiles broken in the rewritten copy, every added float32 CPU test fails.
     assert result.broken is not None
     assert len(result.broken.outcomes) == 2 * 13  # fp32 tiled parity + per-method check, per class
     assert result.broken_ok, {k: v for k, v in result.broken.outcomes.items() if v != "failed"}
