@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CHECK_DIRS := setup.py src tests utils examples
 
-.PHONY: install demo test style quality bench fix-copies upstream-pr results gpu-check
+.PHONY: install demo test style quality bench fix-copies upstream-pr upstream-check results gpu-check
 
 $(STAMP): setup.py constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,9 +43,20 @@ endif
 
 # The upstream pull request: rewrite the diffusers checkout DIFFUSERS=path, fix its copies, run ruff on the touched
 # files, and print a summary and the PR description (docs/upstream-pr.md).
+# The numbers of the last `make upstream-check` (out/upstream-check.json) go into the description.
 upstream-pr: install
 	@test -n "$(DIFFUSERS)" || { echo "usage: make upstream-pr DIFFUSERS=path/to/diffusers-checkout"; exit 2; }
-	PYTHONPATH=src $(BIN)/python utils/upstream_pr.py $(DIFFUSERS)
+	PYTHONPATH=src $(BIN)/python utils/upstream_pr.py $(DIFFUSERS) \
+		$(if $(wildcard out/upstream-check.json),--check-json out/upstream-check.json)
+
+# Judge the rewrite with upstream's own tools on copies of DIFFUSERS=path (a checkout or a .tar.gz of one):
+# check_copies.py, ruff, and tests/models/autoencoders (-k "tiling or slicing or blend"; FULL=1: all of it) on a
+# pristine and a rewritten copy, then the added tests against a broken blend. Writes out/upstream-check.json.
+upstream-check: install
+	@test -n "$(DIFFUSERS)" || { echo "usage: make upstream-check DIFFUSERS=path/to/diffusers [FULL=1]"; exit 2; }
+	mkdir -p out
+	PYTHONPATH=src $(BIN)/python utils/upstream_check.py $(DIFFUSERS) $(if $(FULL),--full) --broken-blend \
+		--json out/upstream-check.json
 
 # Regenerate docs/results.md: runs the end-to-end benchmarks of DEVICE (default cpu; cuda on a GPU machine).
 results: install

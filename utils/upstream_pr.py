@@ -1,13 +1,17 @@
 """Produce the upstream pull request in a diffusers checkout: rewrite, fix copies, ruff, then the PR description.
 
-    python utils/upstream_pr.py DIFFUSERS_CHECKOUT
+    python utils/upstream_pr.py DIFFUSERS_CHECKOUT [--check-json FILE]
 
 Runs `tileblend rewrite`, `utils/check_copies.py --fix_and_overwrite` and `ruff check` / `ruff format --check` (with
 the checkout's own pyproject.toml) on the touched files, prints a summary, then the PR description of
-docs/upstream-pr.md with this run's numbers filled in. Exits non-zero when a step fails.
+docs/upstream-pr.md with this run's numbers filled in. With --check-json (written by `make upstream-check`, i.e.
+`utils/upstream_check.py --json`) the description also gets that run's table and test counts; without it those
+placeholders say that the check was not run. Exits non-zero when a step fails.
 """
 
+import argparse
 import difflib
+import json
 import re
 import string
 import subprocess
@@ -22,6 +26,7 @@ from tileblend.source_files import SourceError
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "upstream-pr.md"
 DESCRIPTION = re.compile(r"<!-- pr-description -->\n(.*?)<!-- /pr-description -->", re.DOTALL)
+NOT_RUN = "(not run: pass --check-json from `make upstream-check`)"
 
 
 def changed_lines(checkout: Path, plans) -> tuple[int, int]:
@@ -45,43 +50,76 @@ def ruff(arguments: list[str], config: Path, files: list[str]) -> bool:
     return result.returncode == 0
 
 
-def main(checkout: Path) -> int:
-    try:
-        package, _ = diffusers_tree(checkout)
-        plans = plan_rewrite(checkout)
-        apply_rewrite(plans)
-    except (SourceError, OSError) as error:
-        print(f"upstream-pr: error: {error}", file=sys.stderr)
-        return 2
-    print(report(plans, package))
-    if check_copies.main(["--path", str(checkout), "--fix_and_overwrite"]) != 0:
-        return 1
-    touched = [str(plan.path) for plan in plans if plan.rewritten or plan.up_to_date or plan.path.stem == "vae"]
-    touched += [str(plan.path) for plan in plans if plan.path.name.startswith("test_")]
-    config = checkout / "pyproject.toml"
-    clean = ruff(["check"], config, touched) and ruff(["format", "--check"], config, touched)
-
+def rewrite_numbers(plans, package: Path, added: int, removed: int, clean: bool) -> dict:
+    """The placeholders the rewrite itself fills: methods rewritten per kind, files, diff size, ruff."""
     copies = [plan for plan in plans if plan.rewritten or plan.up_to_date]
-    added, removed = changed_lines(checkout, plans)
+    names = [name for plan in copies for name in plan.rewritten + plan.up_to_date]
     version = re.search(r'__version__ = "([^"]+)"', (package / "__init__.py").read_text())
-    numbers = {
+    return {
         "diffusers_version": version.group(1) if version else "unknown",
-        "methods": sum(len(plan.rewritten) + len(plan.up_to_date) for plan in copies),
+        "methods": len(names),
         "files": len(copies),
-        "blend_v": sum(name.endswith(".blend_v") for plan in copies for name in plan.rewritten + plan.up_to_date),
-        "blend_h": sum(name.endswith(".blend_h") for plan in copies for name in plan.rewritten + plan.up_to_date),
-        "blend_t": sum(name.endswith(".blend_t") for plan in copies for name in plan.rewritten + plan.up_to_date),
+        "blend_v": sum(name.endswith(".blend_v") for name in names),
+        "blend_h": sum(name.endswith(".blend_h") for name in names),
+        "blend_t": sum(name.endswith(".blend_t") for name in names),
         "added": added,
         "removed": removed,
         "ruff": "clean" if clean else "NOT clean",
     }
+
+
+def check_numbers(check: dict | None) -> dict:
+    """The placeholders `make upstream-check`'s JSON fills: its table, the added tests, their classes and times."""
+    if check is None:
+        keys = ("check_table", "tested_classes", "tested_class_count", "added_passed", "added_skipped")
+        return dict.fromkeys(keys + ("rewritten_seconds", "pristine_seconds", "selection", "regressions"), NOT_RUN)
+    added = check["added"].values()
+    return {
+        "check_table": check["table"],
+        "tested_classes": ", ".join(f"`{name}`" for name in check["added_classes"]),
+        "tested_class_count": len(check["added_classes"]),
+        "added_passed": sum(outcome == "passed" for outcome in added),
+        "added_skipped": sum(outcome == "skipped" for outcome in added),
+        "pristine_seconds": round(check["tests"]["pristine"]["seconds"]),
+        "rewritten_seconds": round(check["tests"]["rewritten"]["seconds"]),
+        "selection": check["selection"],
+        "regressions": len(check["regressions"]),
+    }
+
+
+def description(numbers: dict) -> str:
+    """The PR description of docs/upstream-pr.md with `numbers` filled in; unknown placeholders raise KeyError."""
+    return string.Template(DESCRIPTION.search(DOCS.read_text()).group(1)).substitute(numbers)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("checkout", type=Path, help="the diffusers checkout to rewrite (in place)")
+    parser.add_argument("--check-json", type=Path, help="the JSON written by `utils/upstream_check.py --json`")
+    args = parser.parse_args(argv)
+    try:
+        check = json.loads(args.check_json.read_text()) if args.check_json else None
+        package, _ = diffusers_tree(args.checkout)
+        plans = plan_rewrite(args.checkout)
+        apply_rewrite(plans)
+    except (SourceError, OSError, ValueError) as error:
+        print(f"upstream-pr: error: {error}", file=sys.stderr)
+        return 2
+    print(report(plans, package))
+    if check_copies.main(["--path", str(args.checkout), "--fix_and_overwrite"]) != 0:
+        return 1
+    touched = [str(plan.path) for plan in plans if plan.rewritten or plan.up_to_date or plan.path.stem == "vae"]
+    touched += [str(plan.path) for plan in plans if "tests" in plan.path.parts]
+    config = args.checkout / "pyproject.toml"
+    clean = ruff(["check"], config, touched) and ruff(["format", "--check"], config, touched)
+
+    added, removed = changed_lines(args.checkout, plans)
+    numbers = rewrite_numbers(plans, package, added, removed, clean) | check_numbers(check)
     print(f"\nruff check / ruff format --check on {len(touched)} touched files: {numbers['ruff']}")
     print("\n---- PR description ----\n")
-    print(string.Template(DESCRIPTION.search(DOCS.read_text()).group(1)).safe_substitute(numbers))
-    return 0 if clean else 1
+    print(description(numbers))
+    return 0 if clean and (check is None or check["ok"]) else 1
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    sys.exit(main(Path(sys.argv[1])))
+    sys.exit(main())

@@ -12,9 +12,10 @@ the current source (so a second run changes nothing), methods named like blends 
 reported, and so are loops in nested classes (a "Copied from" copy there cannot be checked). Every file that defines a
 method named like a blend is parsed and every edit computed before anything is written; the files are then written
 all or nothing, vae.py first (`tileblend.source_files.write_files`). Each file keeps its encoding (a UTF-8 BOM) and
-its line endings: lines the rewrite adds take the file's dominant ending. When the checkout has
-`tests/models/autoencoders/`, a test module for the rewritten classes is written there too
-(`tileblend.upstream_tests`).
+its line endings: lines the rewrite adds take the file's dominant ending. In a checkout with upstream's tester-mixin
+layout the rewrite adds a tiling-blend tester mixin and a test class per rewritten model
+(`tileblend.upstream_layout`); in an older checkout with `tests/models/autoencoders/` it writes one standalone test
+module (`tileblend.upstream_tests`).
 
 The tree must have `AutoencoderMixin` in vae.py, as diffusers has since 0.36.0 (`tileblend.enable()` works on older
 versions too).
@@ -42,6 +43,7 @@ from .source_files import (
     write_files,
 )
 from .upstream_code import SOURCE_CLASS, UpstreamCode, upstream_code
+from .upstream_layout import TestLayoutError, has_tester_layout, plan_test_files
 from .upstream_tests import TEST_MODULE_PATH, render_test_module
 
 
@@ -249,7 +251,16 @@ def plan_rewrite(path: Path, code: UpstreamCode | None = None) -> list[FileRewri
                 ast.parse(plan.new)
         except SyntaxError as error:
             raise RewriteError(f"the rewrite of {plan.path} does not parse: {error}") from error
-    if root is not None and (root / TEST_MODULE_PATH).parent.is_dir():
+    if root is not None and has_tester_layout(root):
+        classes = {name.split(".")[0] for plan in plans for name in [*plan.rewritten, *plan.up_to_date]}
+        try:
+            edits, _ = plan_test_files(root, classes)
+        except TestLayoutError as error:
+            raise RewriteError(str(error)) from error
+        plans += [
+            FileRewrite(path=path, old=old.text, new=new, encoding=old.encoding) for path, (old, new) in edits.items()
+        ]
+    elif root is not None and (root / TEST_MODULE_PATH).parent.is_dir():
         test_path = root / TEST_MODULE_PATH
         old = read_source(test_path) if test_path.exists() else SourceFile(test_path, "")
         classes = {plan.path.stem: [*plan.rewritten, *plan.up_to_date] for plan in plans}

@@ -1,4 +1,5 @@
-"""The test module `tileblend rewrite` writes into a diffusers checkout, next to upstream's autoencoder tests.
+"""The standalone test module `tileblend rewrite` writes into a diffusers checkout without upstream's tester-mixin
+layout (older diffusers; checkouts with it get `tileblend.upstream_layout` instead), next to its autoencoder tests.
 
 It imports only torch, pytest and diffusers, and checks, for every rewritten class, that its blend methods equal a
 row loop written in the test bit for bit (float32, float16, bfloat16; clipped, zero and negative extents; `b` a

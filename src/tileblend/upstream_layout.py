@@ -1,0 +1,239 @@
+"""The tests `tileblend rewrite` adds to a diffusers checkout with upstream's tester-mixin layout.
+
+Upstream tests each autoencoder with pytest classes composing a `<Model>TesterConfig` with tester mixins
+(`tests/models/autoencoders/testing_utils.py` defines `AutoencoderTesterMixin`). In such a checkout the rewrite adds
+`AutoencoderTilingBlendTesterMixin` to that `testing_utils.py` and, in the test file of every rewritten class that has
+one, a `Test<Model>TilingBlend` class composing the model's config with it (and the mixin to the file's
+`from .testing_utils import ...`). Existing classes and methods are not touched; a second run refreshes the added text
+and changes nothing else. `CASES` holds, per class, the tile settings that reach its blends with upstream's own tiny
+config, as measured on upstream main.
+"""
+
+import ast
+from pathlib import Path
+
+from .source_files import SourceFile, read_source, split_lines, with_newline
+from .upstream_mixin_text import MIXIN, MIXIN_NAME, TEST_CLASS_SUFFIX, TilingBlendCase, test_class
+
+
+TESTS = Path("tests", "models", "autoencoders")
+TESTING_UTILS = TESTS / "testing_utils.py"
+LINE_LENGTH = 119
+
+_SPATIAL_12_8 = {
+    "tile_sample_min_height": 12,
+    "tile_sample_min_width": 12,
+    "tile_sample_stride_height": 8,
+    "tile_sample_stride_width": 8,
+}
+_SPATIAL_32_24 = {
+    "tile_sample_min_height": 32,
+    "tile_sample_min_width": 32,
+    "tile_sample_stride_height": 24,
+    "tile_sample_stride_width": 24,
+}
+_SIZE_12_6 = {"tile_sample_min_size": 12, "tile_latent_min_size": 6}
+_FRAMEWISE = {"use_framewise_encoding": True, "use_framewise_decoding": True}
+
+
+def _sample(shape: str) -> str:
+    """The body of a `get_tiling_blend_inputs()` drawing one sample of `shape` from the config's generator."""
+    return (
+        f'sample = randn_tensor({shape}, generator=self.generator, device=torch_device)\nreturn {{"sample": sample}}'
+    )
+
+
+_TOO_SMALL = "the dummy video is too small for overlapping tiles at this compression."
+
+CASES: dict[str, TilingBlendCase] = {
+    "AutoencoderDC": TilingBlendCase(
+        {
+            "tile_sample_min_height": 16,
+            "tile_sample_min_width": 16,
+            "tile_sample_stride_height": 10,
+            "tile_sample_stride_width": 10,
+            "tile_latent_min_height": 8,
+            "tile_latent_min_width": 8,
+        },
+        clipped=True,
+    ),
+    "AutoencoderKL": TilingBlendCase(_SIZE_12_6, clipped=True),
+    "AutoencoderKLKVAE": TilingBlendCase({"tile_sample_min_size": 16, "tile_latent_min_size": 8}),
+    "ConsistencyDecoderVAE": TilingBlendCase(_SIZE_12_6),
+    "AutoencoderKLHunyuanVideo": TilingBlendCase(
+        _SPATIAL_12_8 | {"tile_sample_min_num_frames": 8, "tile_sample_stride_num_frames": 4}
+    ),
+    "AutoencoderKLLTXVideo": TilingBlendCase(
+        {
+            "tile_sample_min_height": 8,
+            "tile_sample_min_width": 8,
+            "tile_sample_stride_height": 4,
+            "tile_sample_stride_width": 4,
+            "tile_sample_min_num_frames": 8,
+            "tile_sample_stride_num_frames": 4,
+        }
+        | _FRAMEWISE
+    ),
+    "AutoencoderKLMochi": TilingBlendCase(_SPATIAL_12_8),
+    "AutoencoderKLWan": TilingBlendCase(_SPATIAL_12_8),
+    "AutoencoderKLCogVideoX": TilingBlendCase(
+        {
+            "tile_sample_min_height": 16,
+            "tile_sample_min_width": 16,
+            "tile_latent_min_height": 2,
+            "tile_latent_min_width": 2,
+            "tile_overlap_factor_height": 0.5,
+            "tile_overlap_factor_width": 0.5,
+        },
+        inputs=_sample("(1, 3, 8, 32, 32)"),
+        reason="32x32 frames: " + _TOO_SMALL,
+    ),
+    "AutoencoderKLLTX2Video": TilingBlendCase(
+        _SPATIAL_32_24 | {"tile_sample_min_num_frames": 16, "tile_sample_stride_num_frames": 8} | _FRAMEWISE,
+        inputs=_sample("(1, 3, 17, 48, 48)"),
+        reason="17 frames of 48x48: " + _TOO_SMALL,
+    ),
+    "AutoencoderKLMagvit": TilingBlendCase(
+        _SPATIAL_32_24, inputs=_sample("(1, 3, 9, 48, 48)"), reason="48x48 frames: " + _TOO_SMALL
+    ),
+    "AutoencoderVidTok": TilingBlendCase(
+        {
+            "tile_sample_min_height": 32,
+            "tile_sample_min_width": 32,
+            "tile_latent_min_height": 2,
+            "tile_latent_min_width": 2,
+            "tile_overlap_factor_height": 0.25,
+            "tile_overlap_factor_width": 0.25,
+        },
+        init='return {**super().get_init_dict(), "ch": 8}',
+        inputs=_sample("(1, 3, 8, 48, 48)"),
+        reason="8 base channels and 48x48 frames: tiling the 128-channel config takes a minute on a CPU.",
+        cpu_skip="(torch.float16,)",  # avg_pool3d
+    ),
+    "LTX2VideoDiffusionDecoderModel": TilingBlendCase(
+        _SPATIAL_32_24 | {"tile_sample_min_num_frames": 8, "tile_sample_stride_num_frames": 6},
+        inputs="z = randn_tensor((1, 8, 2, 3, 3), generator=self.generator, device=torch_device)\n"
+        'return {"z": z, "generator": self.generator}',
+        reason="One latent video: each tiled decode denoises every tile, two videos double the time.",
+    ),
+}
+"""Per class: the tile settings (and, where the config's dummy inputs are too small, the inputs) that reach its
+blends with upstream's tiny config. Measured on upstream main (2026-08)."""
+
+
+class TestLayoutError(Exception):
+    """An upstream test file cannot be edited as planned."""
+
+
+def has_tester_layout(root: Path) -> bool:
+    """Whether the checkout at `root` has upstream's tester-mixin layout for autoencoder tests."""
+    path = root / TESTING_UTILS
+    return path.is_file() and "class AutoencoderTesterMixin" in path.read_text(encoding="utf-8")
+
+
+def _replace_or_append(
+    lines: list[str], tree: ast.Module, name: str, text: str, after: int | None, newline: str
+) -> list[str]:
+    """Replace top-level class `name` by `text`, or insert `text` after line `after` (None: at the end); the lines
+    added end with `newline`."""
+    new = split_lines(with_newline(text, newline))
+    existing = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == name]
+    if existing:
+        node = existing[0]
+        first = (node.decorator_list[0].lineno if node.decorator_list else node.lineno) - 1
+        return lines[:first] + new + lines[node.end_lineno :]
+    if after is None:
+        after = len(lines)
+        while after and not lines[after - 1].strip():
+            after -= 1
+        return lines[:after] + [newline, newline, *new]
+    return lines[:after] + [newline, newline, *new] + lines[after:]
+
+
+def _with_mixin_import(lines: list[str], tree: ast.Module, newline: str) -> list[str]:
+    """Add the mixin to the file's `from .testing_utils import ...`, or add that import after the last import; the
+    lines added end with `newline`."""
+    imports = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+    local = [node for node in imports if isinstance(node, ast.ImportFrom) and node.level == 1]
+    local = [node for node in local if node.module == "testing_utils" and not any(a.asname for a in node.names)]
+    if not local:
+        return (
+            lines[: imports[-1].end_lineno]
+            + [f"from .testing_utils import {MIXIN_NAME}{newline}"]
+            + lines[imports[-1].end_lineno :]
+        )
+    node = local[0]
+    names = [alias.name for alias in node.names]
+    if MIXIN_NAME in names:
+        return lines
+    names = sorted([*names, MIXIN_NAME], key=lambda name: (not name.isupper(), not name[0].isupper(), name.lower()))
+    line = f"from .testing_utils import {', '.join(names)}"
+    if len(line) > LINE_LENGTH or node.end_lineno > node.lineno:
+        block = [f"from .testing_utils import ({newline}", *[f"    {name},{newline}" for name in names], f"){newline}"]
+    else:
+        block = [line + newline]
+    return lines[: node.lineno - 1] + block + lines[node.end_lineno :]
+
+
+def _config_classes(tree: ast.Module) -> dict[str, ast.ClassDef]:
+    """Model class name -> the first `<Model>TesterConfig` class of the file whose `model_class` returns it."""
+    configs = {}
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for item in node.body:
+            if isinstance(item, ast.FunctionDef) and item.name == "model_class":
+                returns = [stmt.value for stmt in item.body if isinstance(stmt, ast.Return)]
+                if returns and isinstance(returns[0], ast.Name):
+                    configs.setdefault(returns[0].id, node)
+    return configs
+
+
+def _slicing_tiling_end(tree: ast.Module, config: str) -> int | None:
+    """Last line of the file's class composing `config` with `AutoencoderTesterMixin`, or None."""
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            bases = [base.id for base in node.bases if isinstance(base, ast.Name)]
+            if config in bases and "AutoencoderTesterMixin" in bases:
+                return node.end_lineno
+    return None
+
+
+def plan_test_files(root: Path, classes: set[str]) -> tuple[dict[Path, tuple[SourceFile, str]], dict[str, str | None]]:
+    """Plan the edits for the rewritten `classes` in the checkout at `root`.
+
+    Returns ({path: (the file as read, new text)} for testing_utils.py and every test file that gets a test class,
+    {class name: the test class added for it, or None when the class has no upstream test file or no case}). Each
+    file keeps its line endings; the lines added take the file's dominant one.
+    """
+    utils_path = root / TESTING_UTILS
+    source = read_source(utils_path)
+    lines = _replace_or_append(
+        split_lines(source.text), ast.parse(source.text), MIXIN_NAME, MIXIN, None, source.newline
+    )
+    edits = {utils_path: (source, "".join(lines))}
+    added = dict.fromkeys(sorted(classes))
+    for path in sorted((root / TESTS).glob("test_*.py")):
+        source = read_source(path)
+        old = source.text
+        if "model_class" not in old:
+            continue
+        try:
+            tree = ast.parse(old, filename=str(path))
+        except SyntaxError as error:
+            raise TestLayoutError(f"cannot parse {path}: line {error.lineno}: {error.msg}") from error
+        new, touched = old, False
+        for model, config in _config_classes(tree).items():
+            if model not in classes or model not in CASES or added[model] is not None:
+                continue
+            name = f"Test{model}{TEST_CLASS_SUFFIX}"
+            text = test_class(model, config.name, CASES[model])
+            tree = ast.parse(new)
+            lines = _replace_or_append(
+                split_lines(new), tree, name, text, _slicing_tiling_end(tree, config.name), source.newline
+            )
+            new = "".join(_with_mixin_import(lines, ast.parse("".join(lines)), source.newline))
+            added[model], touched = name, True
+        if touched:
+            edits[path] = (source, new)
+    return edits, added

@@ -1,0 +1,105 @@
+"""`utils/upstream_pr.py` (`make upstream-pr`): the PR description is filled from the run, never left with a
+placeholder, and the rewrite it performs on a checkout is reported with its numbers."""
+
+import importlib.util
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import diffusers
+import pytest
+from test_rewrite import RUFF_CONFIG
+
+
+REPO = Path(__file__).resolve().parents[1]
+INSTALLED = Path(diffusers.__file__).parent
+
+
+def load_upstream_pr():
+    sys.path.insert(0, str(REPO / "utils"))  # upstream_pr imports check_copies as a sibling script
+    try:
+        spec = importlib.util.spec_from_file_location("upstream_pr", REPO / "utils" / "upstream_pr.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(REPO / "utils"))
+    return module
+
+
+upstream_pr = load_upstream_pr()
+
+CHECK = {
+    "ok": True,
+    "table": "| check | pristine | rewritten |\n| --- | --- | --- |\n| `python utils/check_copies.py` | clean | clean |",
+    "added": {"a::TestXTilingBlend::test_tiled_blend_matches_loop[fp32]": "passed", "a::b::c[fp32]": "skipped"},
+    "added_classes": ["TestXTilingBlend"],
+    "tests": {"pristine": {"seconds": 101.4}, "rewritten": {"seconds": 187.6}},
+    "selection": "tiling or slicing or blend",
+    "regressions": [],
+}
+REWRITE = {
+    "diffusers_version": "9.9.9",
+    "methods": 7,
+    "files": 3,
+    "blend_v": 3,
+    "blend_h": 3,
+    "blend_t": 1,
+    "added": 11,
+    "removed": 5,
+    "ruff": "clean",
+}
+
+
+def test_description_is_filled_from_the_check_run():
+    text = upstream_pr.description(REWRITE | upstream_pr.check_numbers(CHECK))
+    assert "$" not in text
+    assert CHECK["table"] in text
+    assert "replaces the 7 copies of that loop (3 `blend_v`,\n3 `blend_h`, 1 `blend_t` in 3 files" in text
+    assert "(CPU, 2 cores, both copies at once: 101 s\nand 188 s" in text
+    assert "1 passed, 1 skipped" in text
+    assert "`TestXTilingBlend`" in text and "Regressions: 0." in text
+    assert "#<ISSUE>" in text  # the coordination issue is a placeholder until a maintainer acknowledges it
+
+
+def test_description_without_a_check_run_says_so():
+    text = upstream_pr.description(REWRITE | upstream_pr.check_numbers(None))
+    assert "$" not in text
+    assert text.count(upstream_pr.NOT_RUN) >= 5
+
+
+def test_description_refuses_a_missing_number():
+    numbers = REWRITE | upstream_pr.check_numbers(CHECK)
+    del numbers["methods"]
+    with pytest.raises(KeyError, match="methods"):
+        upstream_pr.description(numbers)
+
+
+@pytest.fixture(scope="module")
+def installed_checkout(tmp_path_factory) -> Path:
+    """A checkout holding a copy of the installed diffusers, without upstream's tester layout."""
+    root = tmp_path_factory.mktemp("checkout")
+    shutil.copytree(INSTALLED, root / "src" / "diffusers", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "tests" / "models" / "autoencoders").mkdir(parents=True)
+    (root / "pyproject.toml").write_text(RUFF_CONFIG)
+    return root
+
+
+def test_main_rewrites_and_prints_the_filled_description(installed_checkout, tmp_path, capsys):
+    check = tmp_path / "check.json"
+    check.write_text(json.dumps(CHECK))
+    assert upstream_pr.main([str(installed_checkout), "--check-json", str(check)]) == 0
+    out = capsys.readouterr().out
+    summary, description = out.split("---- PR description ----")
+    methods = int(re.search(r"(\d+) blend methods in \d+ files", summary).group(1))
+    assert methods >= 42
+    assert f"replaces the {methods} copies of that loop" in description
+    assert f"diffusers {diffusers.__version__}" in description
+    assert "ruff format --check: clean" in description
+    assert CHECK["table"] in description and "$" not in description
+
+
+def test_main_refuses_a_tree_that_is_not_diffusers(tmp_path, capsys):
+    assert upstream_pr.main([str(tmp_path)]) == 2
+    assert "is not a diffusers checkout" in capsys.readouterr().err

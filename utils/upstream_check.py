@@ -1,0 +1,299 @@
+"""Judge `tileblend rewrite` on a diffusers checkout with upstream's own tools, against the untouched checkout.
+
+    python utils/upstream_check.py DIFFUSERS [--full | -k EXPR] [--broken-blend] [--work DIR] [--json FILE]
+
+DIFFUSERS is a diffusers checkout or a `.tar.gz` of one. It is copied twice (pristine, rewritten) and the rewrite is
+applied to one copy. Then, on both copies: upstream's `utils/check_copies.py` (run inside the copy, with this
+interpreter's bin directory first on PATH because it shells out to `ruff`), `ruff check` and `ruff format --check`
+with the copy's pyproject.toml on the files the rewrite touches, and upstream's `tests/models/autoencoders` (only
+`-k "tiling or slicing or blend"` unless --full or another -k; the two runs go in parallel). It prints one table:
+each check on pristine and rewritten, then the test ids that pass on pristine but not on rewritten (regressions), the added tests,
+and the collection errors of both copies (a missing optional dependency, reported and not fatal when both copies have
+it). With --broken-blend it then breaks `blend_tiles` in the rewritten copy (one row fewer is blended) and runs the
+added float32 tests again: every one of them must fail.
+
+Exit status: 0 when the rewritten copy is clean, regresses nothing and (with --broken-blend) the added tests fail
+on the broken blend; 1 otherwise; 2 on a usage error.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import xml.etree.ElementTree as ElementTree
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tileblend.rewrite import RewriteError, apply_rewrite, diffusers_tree, plan_rewrite, report
+from tileblend.upstream_layout import TESTS
+from tileblend.upstream_mixin_text import TEST_CLASS_SUFFIX
+
+
+SELECTION = "tiling or slicing or blend"
+BLEND_START = "    n = min(a.shape[dim], b.shape[dim], blend_extent)\n"
+BROKEN_BLEND = "    n = min(a.shape[dim], b.shape[dim], blend_extent - 1)\n"
+
+
+@dataclass
+class TestRun:
+    """Outcome per test id ("path::Class::test[param]") of one pytest run, and its wall time."""
+
+    outcomes: dict[str, str] = field(default_factory=dict)
+    collection_errors: dict[str, str] = field(default_factory=dict)  # module -> first line of the error
+    seconds: float = 0.0
+
+    def count(self, outcome: str) -> int:
+        return sum(value == outcome for value in self.outcomes.values())
+
+
+@dataclass
+class CheckResult:
+    """Everything the table shows, for --json and for `utils/upstream_pr.py`."""
+
+    selection: str
+    copies: dict[str, bool] = field(default_factory=dict)  # copy -> check_copies.py clean
+    ruff_check: dict[str, bool] = field(default_factory=dict)
+    ruff_format: dict[str, bool] = field(default_factory=dict)
+    tests: dict[str, TestRun] = field(default_factory=dict)
+    touched: list[str] = field(default_factory=list)
+    regressions: list[str] = field(default_factory=list)
+    added: dict[str, str] = field(default_factory=dict)  # added test id -> outcome on rewritten
+    broken: TestRun | None = None
+    rewrite_report: str = ""
+
+    @property
+    def added_classes(self) -> list[str]:
+        return sorted({test_id.split("::")[1] for test_id in self.added})
+
+    @property
+    def broken_ok(self) -> bool | None:
+        """Whether every added test run on the broken blend failed (None when that check did not run)."""
+        if self.broken is None:
+            return None
+        return bool(self.broken.outcomes) and all(value == "failed" for value in self.broken.outcomes.values())
+
+    @property
+    def ok(self) -> bool:
+        rewritten_clean = self.copies["rewritten"] and self.ruff_check["rewritten"] and self.ruff_format["rewritten"]
+        added_pass = bool(self.added) and all(value in ("passed", "skipped") for value in self.added.values())
+        return rewritten_clean and not self.regressions and added_pass and self.broken_ok is not False
+
+
+def extract(source: Path, work: Path) -> Path:
+    """The checkout root: `source` itself, or where its `.tar.gz` extracts (a single top-level folder)."""
+    if source.is_dir():
+        return source
+    with tarfile.open(source) as archive:
+        archive.extractall(work / "extracted", filter="data")
+    (root,) = (work / "extracted").iterdir()
+    return root
+
+
+def environment(root: Path) -> dict[str, str]:
+    """This interpreter's bin directory first on PATH (check_copies.py runs `ruff`), the copy's src importable."""
+    bin_directory = str(Path(sys.executable).parent)
+    return {
+        **os.environ,
+        "PATH": bin_directory + os.pathsep + os.environ.get("PATH", ""),
+        "PYTHONPATH": str(root / "src"),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+
+
+def passes(command: list[str], root: Path) -> bool:
+    return subprocess.run(command, cwd=root, env=environment(root), capture_output=True).returncode == 0
+
+
+def ruff(arguments: list[str], root: Path, files: list[str]) -> bool:
+    config = ["--config", str(root / "pyproject.toml")]
+    return passes([sys.executable, "-m", "ruff", *arguments, "--no-cache", *config, *files], root)
+
+
+def start_tests(root: Path, selection: str | None, report: Path, paths: list[str]) -> subprocess.Popen:
+    """Start upstream's tests `paths` in `root` (in the background), writing a JUnit report."""
+    command = [sys.executable, "-m", "pytest", *paths, "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
+    command += ["--continue-on-collection-errors", f"--junitxml={report}"]
+    command += ["-k", selection] if selection else []
+    env = {**environment(root), "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def read_junit(report: Path, seconds: float) -> TestRun:
+    """Outcomes by test id from a pytest JUnit report; collection errors are keyed by module."""
+    run = TestRun(seconds=seconds)
+    if not report.is_file():
+        return run
+    for case in ElementTree.parse(report).getroot().iter("testcase"):
+        classname, name = case.get("classname", ""), case.get("name", "")
+        children = {child.tag: child for child in case}
+        if not classname:  # a module that failed to collect: keep the exception line ("E   ModuleNotFoundError...")
+            error = children.get("error")
+            text = (error.text or "") if error is not None else ""
+            raised = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
+            run.collection_errors[name] = raised[-1] if raised else "collection error"
+            continue
+        module, _, cls = classname.rpartition(".")
+        if not cls.startswith("Test"):  # a test function at module level
+            module, cls = classname, ""
+        module_path = module.replace(".", "/") + ".py"
+        test_id = "::".join(part for part in (module_path, cls, name) if part)
+        if "failure" in children or "error" in children:
+            run.outcomes[test_id] = "failed"
+        elif "skipped" in children:
+            run.outcomes[test_id] = "skipped"
+        else:
+            run.outcomes[test_id] = "passed"
+    return run
+
+
+def run_tests(
+    roots: dict[str, Path], selection: str | None, work: Path, paths: list[str] = (str(TESTS),)
+) -> dict[str, TestRun]:
+    """Run the selected tests on every copy at once; outcomes per copy."""
+    started = time.monotonic()
+    processes = {name: start_tests(root, selection, work / f"{name}.xml", paths) for name, root in roots.items()}
+    runs = {}
+    for name, process in processes.items():
+        process.wait()
+        runs[name] = read_junit(work / f"{name}.xml", time.monotonic() - started)
+    return runs
+
+
+def break_blend(root: Path) -> None:
+    """Make the rewritten copy's `blend_tiles` blend one row fewer than asked: every blend then differs."""
+    vae = root / "src" / "diffusers" / "models" / "autoencoders" / "vae.py"
+    text = vae.read_text(encoding="utf-8")
+    if BLEND_START not in text:
+        raise RewriteError(f"{vae}: no `{BLEND_START.strip()}` line to break")
+    vae.write_text(text.replace(BLEND_START, BROKEN_BLEND, 1), encoding="utf-8")
+
+
+def check(
+    source: Path, work: Path, full: bool = False, broken_blend: bool = False, selection: str = SELECTION
+) -> CheckResult:
+    """Copy, rewrite and judge `source` (see the module docstring); the copies stay under `work`.
+
+    `selection` is the `-k` expression of the test runs (ignored with `full`)."""
+    checkout = extract(source, work)
+    roots = {"pristine": work / "pristine", "rewritten": work / "rewritten"}
+    for root in roots.values():
+        shutil.copytree(checkout, root, ignore=shutil.ignore_patterns("__pycache__", ".git"))
+    plans = plan_rewrite(roots["rewritten"])
+    apply_rewrite(plans)
+    result = CheckResult(selection="(all)" if full else selection)
+    result.rewrite_report = report(plans, diffusers_tree(roots["rewritten"])[0])
+    result.touched = sorted(
+        str(plan.path.relative_to(roots["rewritten"])) for plan in plans if plan.changed or plan.up_to_date
+    )
+    tests = run_tests(roots, None if full else selection, work)
+    for name, root in roots.items():
+        result.copies[name] = passes([sys.executable, "utils/check_copies.py"], root)
+        files = [path for path in result.touched if (root / path).is_file()]
+        result.ruff_check[name] = ruff(["check"], root, files)
+        result.ruff_format[name] = ruff(["format", "--check"], root, files)
+    result.tests = tests
+    pristine, rewritten = tests["pristine"].outcomes, tests["rewritten"].outcomes
+    result.regressions = sorted(
+        test_id for test_id, outcome in pristine.items() if outcome == "passed" and rewritten.get(test_id) != "passed"
+    )
+    result.added = {
+        test_id: outcome
+        for test_id, outcome in sorted(rewritten.items())
+        if test_id not in pristine and f"{TEST_CLASS_SUFFIX}::" in test_id
+    }
+    if broken_blend:
+        break_blend(roots["rewritten"])
+        selection = f"{TEST_CLASS_SUFFIX} and fp32 and not cuda_graph"
+        files = sorted({test_id.split("::")[0] for test_id in result.added})  # collect only these
+        broken = run_tests({"broken": roots["rewritten"]}, selection, work, files)
+        result.broken = broken["broken"]
+    return result
+
+
+def table(result: CheckResult) -> str:
+    """The result as the Markdown table `make upstream-check` prints and the PR description pastes."""
+
+    def word(ok: bool) -> str:
+        return "clean" if ok else "FAILS"
+
+    def tests(run: TestRun) -> str:
+        counts = f"{run.count('passed')} passed, {run.count('failed')} failed, {run.count('skipped')} skipped"
+        return f"{counts}, {len(run.collection_errors)} collection errors ({run.seconds:.0f} s)"
+
+    pristine, rewritten = result.tests["pristine"], result.tests["rewritten"]
+    added = result.added.values()
+    rows = [
+        ("check", "pristine", "rewritten"),
+        ("---", "---", "---"),
+        ("`python utils/check_copies.py`", word(result.copies["pristine"]), word(result.copies["rewritten"])),
+        (
+            f"`ruff check` ({len(result.touched)} touched files)",
+            word(result.ruff_check["pristine"]),
+            word(result.ruff_check["rewritten"]),
+        ),
+        ("`ruff format --check`", word(result.ruff_format["pristine"]), word(result.ruff_format["rewritten"])),
+        (f"`pytest tests/models/autoencoders` ({result.selection})", tests(pristine), tests(rewritten)),
+        (
+            "added tests (`*TilingBlend`)",
+            "-",
+            f"{sum(value == 'passed' for value in added)} passed, {sum(value == 'failed' for value in added)} failed, "
+            f"{sum(value == 'skipped' for value in added)} skipped in {len(result.added_classes)} classes",
+        ),
+        ("passing on pristine, not on rewritten", "-", str(len(result.regressions))),
+    ]
+    if result.broken is not None:
+        broken = result.broken
+        rows.append(
+            (
+                "added fp32 tests with `blend_tiles` broken",
+                "-",
+                f"{broken.count('failed')} of {len(broken.outcomes)} fail"
+                + (" (as they must)" if result.broken_ok else " (SOME PASS)"),
+            )
+        )
+    lines = [f"| {' | '.join(row)} |" for row in rows]
+    notes = [f"regression: {test_id}" for test_id in result.regressions]
+    errors = sorted(set(pristine.collection_errors) | set(rewritten.collection_errors))
+    for module in errors:
+        both = module in pristine.collection_errors and module in rewritten.collection_errors
+        message = rewritten.collection_errors.get(module) or pristine.collection_errors[module]
+        where = "both copies (not a regression)" if both else "ONE copy only"
+        notes.append(f"collection error in {where}: {module}: {message}")
+    return "\n".join(lines + [""] * bool(notes) + notes)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("diffusers", type=Path, help="a diffusers checkout or a .tar.gz of one")
+    parser.add_argument("--full", action="store_true", help="run all of tests/models/autoencoders")
+    parser.add_argument("-k", dest="selection", default=SELECTION, help=f'test selection (default "{SELECTION}")')
+    parser.add_argument("--broken-blend", action="store_true", help="also check that the added tests catch a bug")
+    parser.add_argument("--work", type=Path, help="keep the copies in this (new) directory")
+    parser.add_argument("--json", type=Path, help="also write the result as JSON to this file")
+    args = parser.parse_args(argv)
+    if not args.diffusers.exists():
+        print(f"upstream-check: error: {args.diffusers} does not exist", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="upstream-check-") as temporary:
+        work = args.work or Path(temporary)
+        work.mkdir(parents=True, exist_ok=True)
+        try:
+            result = check(args.diffusers, work, args.full, args.broken_blend, args.selection)
+        except RewriteError as error:
+            print(f"upstream-check: error: {error}", file=sys.stderr)
+            return 1
+    print(table(result))
+    if args.json:
+        data = asdict(result) | {"added_classes": result.added_classes, "ok": result.ok, "table": table(result)}
+        args.json.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"\nupstream-check: {'OK' if result.ok else 'FAILED'}")
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
