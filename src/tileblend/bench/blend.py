@@ -5,10 +5,17 @@ one process: warm-up, then alternating rounds of timed calls (`tileblend.timing.
 each arm, the speedup (loop / vectorized) and the aten operators one call dispatches (`tileblend.opcount`). Before
 timing, each row checks that both arms give the same bits (`tileblend.compare.bitwise_equal`).
 
-`blend_v` and `blend_h` run on SD-sized decode tiles, (1, 3, 512, 512); extent 128 on them is the seam of a
-1024x1024 Stable Diffusion tiled decode. `blend_t` runs on 512 frames of 32x32, (1, 3, 512, 32, 32), so that every
-extent up to 512 fits. Both arms blend in place into the same `b` on every call; a blend is a convex combination, so
-the values stay finite and normal and every call does the same work.
+Two sets of seams (`--seams`):
+
+- `sd`: `blend_v` and `blend_h` on SD-sized decode tiles, (1, 3, 512, 512), at every extent of `--extents`; extent 128
+  on them is the seam of a 1024x1024 Stable Diffusion tiled decode. `blend_t` on 512 frames of 32x32,
+  (1, 3, 512, 32, 32), so that every extent up to 512 fits.
+- `video`: the 5D seams of the video autoencoders at their default tile settings (`VIDEO_SEAMS`): latent tiles of a
+  tiled encode, pixel tiles of a tiled decode and the temporal seams, whose rows hold tens of thousands to millions of
+  elements.
+
+Both arms blend in place into the same `b` on every call; a blend is a convex combination, so the values stay finite
+and normal and every call does the same work. The summary names the worst speedup of the run.
 """
 
 import argparse
@@ -28,9 +35,22 @@ from .protocol import cpu_name
 
 METHODS = ("blend_v", "blend_h", "blend_t")
 TILE_SHAPES = {"blend_v": (1, 3, 512, 512), "blend_h": (1, 3, 512, 512), "blend_t": (1, 3, 512, 32, 32)}
+"""Tiles of the `sd` seams, per method."""
 DEFAULT_EXTENTS = tuple(2**i for i in range(10))  # 1, 2, 4, ..., 512
 SD_SEAM_EXTENT = 128
 """Blend extent of a 1024x1024 SD tiled decode: 512-pixel tiles overlapping by 25%."""
+VIDEO_SEAMS = (
+    # (name, methods, tile shape, extent): diffusers' default tile sizes and strides for each autoencoder.
+    ("Wan encode", ("blend_v", "blend_h"), (1, 32, 21, 32, 32), 8),  # 81 frames; latent tiles 32, stride 24
+    ("video latent", ("blend_v", "blend_h"), (1, 16, 21, 60, 104), 8),  # a whole 480x832, 81-frame Wan latent
+    ("Wan decode", ("blend_v", "blend_h"), (1, 3, 81, 256, 256), 64),  # 81 frames; pixel tiles 256, stride 192
+    ("HunyuanVideo decode", ("blend_v", "blend_h"), (1, 3, 17, 256, 256), 64),  # 17-frame chunk; 256, stride 192
+    ("LTX decode", ("blend_v", "blend_h"), (1, 3, 17, 512, 512), 64),  # pixel tiles 512, stride 448
+    ("HunyuanVideo frames", ("blend_t",), (1, 3, 17, 480, 848), 4),  # 480x848 frames; 16 frames, stride 12
+    ("LTX frames", ("blend_t",), (1, 3, 17, 256, 256), 8),  # 16 frames, stride 8
+    ("128-channel latent", ("blend_t",), (1, 128, 16, 120, 208), 4),  # LTX's latent width, 4 frames
+)
+"""The `video` seams: name, methods, tile shape and extent."""
 
 
 def machine_info(device: torch.device) -> dict:
@@ -49,13 +69,21 @@ def machine_info(device: torch.device) -> dict:
     }
 
 
-def bench_row(method: str, dtype: torch.dtype, extent: int, device: torch.device, repeats: int, rounds: int) -> dict:
-    """Time both arms of one (method, dtype, extent) row and count their aten operators."""
+def bench_row(
+    seam: str,
+    method: str,
+    shape: tuple[int, ...],
+    dtype: torch.dtype,
+    extent: int,
+    device: torch.device,
+    repeats: int,
+    rounds: int,
+) -> dict:
+    """Time both arms of one (seam, method, dtype, extent) row and count their aten operators."""
     loop, vectorized = REFERENCE_FUNCTIONS[method], BLEND_FUNCTIONS[method]
-    shape = TILE_SHAPES[method]
     generator = torch.Generator().manual_seed(extent)
-    a = torch.randn(shape, generator=generator, dtype=torch.float64).to(device, dtype)
-    b = torch.randn(shape, generator=generator, dtype=torch.float64).to(device, dtype)
+    a = torch.randn(shape, generator=generator).to(device, dtype)
+    b = torch.randn(shape, generator=generator).to(device, dtype)
 
     if not bitwise_equal(loop(a, b.clone(), extent), vectorized(a, b.clone(), extent)):
         raise AssertionError(f"{method} {dtype} extent {extent}: the vectorized blend differs from the loop")
@@ -72,11 +100,12 @@ def bench_row(method: str, dtype: torch.dtype, extent: int, device: torch.device
         )
     loop_ms, vectorized_ms = median_ms(loop_samples), median_ms(vectorized_samples)
     return {
+        "seam": seam,
         "method": method,
         "dtype": str(dtype).removeprefix("torch."),
         "shape": list(shape),
         "extent": extent,
-        "sd_seam": method != "blend_t" and extent == SD_SEAM_EXTENT,
+        "sd_seam": seam == "SD" and method != "blend_t" and extent == SD_SEAM_EXTENT,
         "loop_ms": loop_ms,
         "vectorized_ms": vectorized_ms,
         "speedup": loop_ms / vectorized_ms,
@@ -87,18 +116,47 @@ def bench_row(method: str, dtype: torch.dtype, extent: int, device: torch.device
 
 
 def format_table(rows: list[dict]) -> str:
-    """A Markdown table of `rows`, one line per (method, dtype, extent); the SD-1024 seam rows are marked `*`."""
+    """A Markdown table of `rows`, one line per (seam, method, dtype, extent); the SD-1024 seam rows are marked `*`."""
     lines = [
-        "| method | dtype | tile shape | extent | loop ms | vectorized ms | speedup | loop ops | vectorized ops |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| seam | method | dtype | tile shape | extent | loop ms | vectorized ms | speedup | loop ops | vectorized ops |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in rows:
         shape = "x".join(str(size) for size in row["shape"])
         extent = f"{row['extent']}{' *' if row['sd_seam'] else ''}"
         lines.append(
-            f"| {row['method']} | {row['dtype']} | {shape} | {extent} | {row['loop_ms']:.4f} | "
+            f"| {row['seam']} | {row['method']} | {row['dtype']} | {shape} | {extent} | {row['loop_ms']:.4f} | "
             f"{row['vectorized_ms']:.4f} | {row['speedup']:.1f}x | {row['loop_ops']} | {row['vectorized_ops']} |"
         )
+    return "\n".join(lines)
+
+
+def describe(row: dict) -> str:
+    """One row in words: seam, method, dtype, tile shape, extent and speedup."""
+    shape = "x".join(str(size) for size in row["shape"])
+    return f"{row['seam']} {row['method']} {row['dtype']} {shape} extent {row['extent']}: {row['speedup']:.2f}x"
+
+
+def summary(rows: list[dict]) -> str:
+    """The worst speedup of `rows`, overall and where the vectorized form ran, and every row below 1.0x.
+
+    Where both arms dispatch the same operators the vectorized function ran the row loop itself, so a difference
+    there is measurement noise; such rows are marked "(same row loop)".
+    """
+    if not rows:
+        return "no rows"
+    lines = [f"worst speedup: {describe(min(rows, key=lambda row: row['speedup']))}"]
+    vectorized = [row for row in rows if row["vectorized_ops"] != row["loop_ops"]]
+    if vectorized:
+        lines.append(
+            f"worst speedup where the vectorized form ran: {describe(min(vectorized, key=lambda r: r['speedup']))}"
+        )
+    slower = [
+        describe(row) + ("" if row["vectorized_ops"] != row["loop_ops"] else " (same row loop)")
+        for row in rows
+        if row["speedup"] < 1
+    ]
+    lines.append(f"slower than the loop: {'; '.join(slower) or 'none'}")
     return "\n".join(lines)
 
 
@@ -106,15 +164,26 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "blend",
         help="time the seam blend alone: loop vs vectorized",
-        description="Time diffusers' row-loop blend (tileblend.reference) against tileblend.blend per method, dtype "
-        "and extent, and count the aten operators each dispatches. Rows marked * are the seam of a 1024x1024 SD "
-        "tiled decode.",
+        description="Time diffusers' row-loop blend (tileblend.reference) against tileblend.blend per seam, method, "
+        "dtype and extent, and count the aten operators each dispatches. Rows marked * are the seam of a 1024x1024 SD "
+        "tiled decode; the video seams are those of Wan, HunyuanVideo and LTX at their default tile sizes.",
+    )
+    parser.add_argument(
+        "--seams",
+        nargs="+",
+        choices=["sd", "video"],
+        default=["sd", "video"],
+        help="sd: SD tiles at every --extents; video: the video autoencoders' seams (default: both)",
     )
     parser.add_argument("--device", default="cpu", help="device to run on (default: cpu)")
     parser.add_argument("--dtype", nargs="+", choices=list(DTYPES), default=list(DTYPES), help="dtypes (default: all)")
     parser.add_argument("--method", nargs="+", choices=METHODS, default=list(METHODS), help="methods (default: all)")
     parser.add_argument(
-        "--extents", nargs="+", type=int, default=list(DEFAULT_EXTENTS), help="blend extents (default: 1 2 4 ... 512)"
+        "--extents",
+        nargs="+",
+        type=int,
+        default=list(DEFAULT_EXTENTS),
+        help="blend extents of the sd seams (default: 1 2 4 ... 512)",
     )
     parser.add_argument("--repeats", type=int, default=40, help="timed calls per arm and row (default: 40)")
     parser.add_argument("--rounds", type=int, default=4, help="alternations of the two arms per row (default: 4)")
@@ -132,20 +201,22 @@ def main(args: argparse.Namespace) -> int:
     print(", ".join(f"{key}: {value}" for key, value in machine.items() if value is not None))
     header = format_table([])
     print(header, flush=True)
+    seams = []  # (seam name, method, tile shape, extent)
+    if "sd" in args.seams:
+        seams += [("SD", method, TILE_SHAPES[method], extent) for method in args.method for extent in args.extents]
+    if "video" in args.seams:
+        seams += [
+            (name, method, shape, extent)
+            for name, methods, shape, extent in VIDEO_SEAMS
+            for method in methods
+            if method in args.method
+        ]
     rows = []
-    for method in args.method:
+    for seam, method, shape, extent in seams:
         for dtype_name in args.dtype:
-            for extent in args.extents:
-                rows.append(bench_row(method, DTYPES[dtype_name], extent, device, args.repeats, args.rounds))
-                print(format_table(rows[-1:]).removeprefix(header + "\n"), flush=True)
-    # Where both arms dispatch the same operators the vectorized blend ran the row loop itself: any difference there
-    # is measurement noise, so only the other rows are named.
-    slower = [
-        f"{row['method']} {row['dtype']} extent {row['extent']}"
-        for row in rows
-        if row["speedup"] < 1 and row["vectorized_ops"] != row["loop_ops"]
-    ]
-    print(f"\nvectorized form slower than the loop: {', '.join(slower) or 'none'}")
+            rows.append(bench_row(seam, method, shape, DTYPES[dtype_name], extent, device, args.repeats, args.rounds))
+            print(format_table(rows[-1:]).removeprefix(header + "\n"), flush=True)
+    print("\n" + summary(rows))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as report:
             json.dump({"machine": machine, "rows": rows}, report, indent=2)
