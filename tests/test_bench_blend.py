@@ -27,7 +27,7 @@ ROW_KEYS = {
 def test_table_and_json(tmp_path, capsys):
     report = tmp_path / "bench.json"
     arguments = ["bench", "blend", "--seams", "sd", "--extents", "1", "4", "--dtype", "float32", "--repeats", "4"]
-    arguments += ["--rounds", "2"]
+    arguments += ["--budget", "0.5"]
     assert main([*arguments, "--json", str(report)]) == 0
 
     data = json.loads(report.read_text())

@@ -1,8 +1,9 @@
 """`tileblend bench blend`: the seam blend alone, diffusers' row loop against `tileblend.blend`.
 
 For each of `blend_v`, `blend_h` and `blend_t`, each dtype and each extent, both arms blend the same pair of tiles in
-one process: warm-up, then alternating rounds of timed calls (`tileblend.timing.time_calls`), reporting the median of
-each arm, the speedup (loop / vectorized) and the aten operators one call dispatches (`tileblend.opcount`). Before
+one process: a warm-up call of each, then up to `--repeats` timed calls of each arm (`tileblend.timing.time_calls`),
+alternated call by call in the order A B, B A, A B, ... so that drifting machine load hits both alike, for at most
+`--budget` seconds per row (at least 5 calls each), reporting the median of each arm, the speedup (loop / vectorized) and the aten operators one call dispatches (`tileblend.opcount`). Before
 timing, each row checks that both arms give the same bits (`tileblend.compare.bitwise_equal`).
 
 Two sets of seams (`--seams`):
@@ -22,6 +23,7 @@ import argparse
 import json
 import os
 import platform
+import time
 
 import torch
 
@@ -77,7 +79,7 @@ def bench_row(
     extent: int,
     device: torch.device,
     repeats: int,
-    rounds: int,
+    budget_s: float,
 ) -> dict:
     """Time both arms of one (seam, method, dtype, extent) row and count their aten operators."""
     loop, vectorized = REFERENCE_FUNCTIONS[method], BLEND_FUNCTIONS[method]
@@ -90,14 +92,15 @@ def bench_row(
     loop_ops = sum(count_aten_ops(loop, a, b, extent).values())
     vectorized_ops = sum(count_aten_ops(vectorized, a, b, extent).values())
 
-    # Alternate the arms so that drifting machine load hits both alike.
-    loop_samples, vectorized_samples = [], []
-    per_round = max(1, repeats // rounds)
-    for _ in range(rounds):
-        loop_samples += time_calls(lambda: loop(a, b, extent), device, repeats=per_round, warmup=1, budget_s=0.25)
-        vectorized_samples += time_calls(
-            lambda: vectorized(a, b, extent), device, repeats=per_round, warmup=1, budget_s=0.25
-        )
+    arms = {"loop": (lambda: loop(a, b, extent)), "vectorized": (lambda: vectorized(a, b, extent))}
+    samples = {name: time_calls(function, device, repeats=0, warmup=1) for name, function in arms.items()}
+    started = time.perf_counter()
+    for call in range(repeats):
+        for name in ("loop", "vectorized") if call % 2 == 0 else ("vectorized", "loop"):
+            samples[name] += time_calls(arms[name], device, repeats=1, warmup=0)
+        if call >= 4 and time.perf_counter() - started > budget_s:
+            break
+    loop_samples, vectorized_samples = samples["loop"], samples["vectorized"]
     loop_ms, vectorized_ms = median_ms(loop_samples), median_ms(vectorized_samples)
     return {
         "seam": seam,
@@ -185,8 +188,10 @@ def add_parser(subparsers) -> None:
         default=list(DEFAULT_EXTENTS),
         help="blend extents of the sd seams (default: 1 2 4 ... 512)",
     )
-    parser.add_argument("--repeats", type=int, default=40, help="timed calls per arm and row (default: 40)")
-    parser.add_argument("--rounds", type=int, default=4, help="alternations of the two arms per row (default: 4)")
+    parser.add_argument("--repeats", type=int, default=60, help="timed calls per arm and row (default: 60)")
+    parser.add_argument(
+        "--budget", type=float, default=3.0, help="seconds of timed calls per row, at least 5 calls each (default: 3)"
+    )
     parser.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's default)")
     parser.add_argument("--json", metavar="PATH", help="also write the machine and one record per row to PATH")
     parser.set_defaults(handler=main)
@@ -214,7 +219,7 @@ def main(args: argparse.Namespace) -> int:
     rows = []
     for seam, method, shape, extent in seams:
         for dtype_name in args.dtype:
-            rows.append(bench_row(seam, method, shape, DTYPES[dtype_name], extent, device, args.repeats, args.rounds))
+            rows.append(bench_row(seam, method, shape, DTYPES[dtype_name], extent, device, args.repeats, args.budget))
             print(format_table(rows[-1:]).removeprefix(header + "\n"), flush=True)
     print("\n" + summary(rows))
     if args.json:
