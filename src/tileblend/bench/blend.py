@@ -3,8 +3,10 @@
 For each of `blend_v`, `blend_h` and `blend_t`, each dtype and each extent, both arms blend the same pair of tiles in
 one process: a warm-up call of each, then up to `--repeats` timed calls of each arm (`tileblend.timing.time_calls`),
 alternated call by call in the order A B, B A, A B, ... so that drifting machine load hits both alike, for at most
-`--budget` seconds per row (at least 5 calls each), reporting the median of each arm, the speedup (loop / vectorized) and the aten operators one call dispatches (`tileblend.opcount`). Before
-timing, each row checks that both arms give the same bits (`tileblend.compare.bitwise_equal`).
+`--budget` seconds per row (at least 5 calls each). Each row reports the median of each arm, the speedup (the median
+over the pairs of calls of loop time / vectorized time: the two calls of a pair share the machine's load of their
+moment) and the aten operators one call dispatches (`tileblend.opcount`). Before timing, each row checks that both
+arms give the same bits (`tileblend.compare.bitwise_equal`).
 
 Two sets of seams (`--seams`):
 
@@ -23,6 +25,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import time
 
 import torch
@@ -111,7 +114,7 @@ def bench_row(
         "sd_seam": seam == "SD" and method != "blend_t" and extent == SD_SEAM_EXTENT,
         "loop_ms": loop_ms,
         "vectorized_ms": vectorized_ms,
-        "speedup": loop_ms / vectorized_ms,
+        "speedup": statistics.median(loop / vectorized for loop, vectorized in zip(loop_samples, vectorized_samples)),
         "loop_ops": loop_ops,
         "vectorized_ops": vectorized_ops,
         "samples": [len(loop_samples), len(vectorized_samples)],
