@@ -15,9 +15,9 @@ of its operand's dtype, then one add. `torch.lerp`, `torch.addcmul` or fused ker
 The functions keep the loop's contract: `b` is blended IN PLACE and returned; callers rely on this because they keep
 using the tile they passed in. Where the loop itself is the exact or the faster form they run it: short seams, tiles
 that share memory, integer tensors, differentiable calls (autograd, forward-mode AD, torch.func) and, on the CPU, the
-seam shapes where it was measured faster (see docs/design.md). On CUDA the weights are built on the device (no host-to-device copy, no sync), so a
-blend can be captured in a CUDA graph. On other devices they are built on the host from Python floats and moved, so no
-device needs float64 support.
+seam shapes where it was measured faster (see docs/design.md). On CUDA the weights are built on the device (no
+host-to-device copy, no sync), so a blend can be captured in a CUDA graph. On other devices they are built on the host
+from Python floats and moved, so no device needs float64 support.
 
 `tileblend rewrite` copies `blend_tiles` into diffusers' `models/autoencoders/vae.py` and `blend_v`, `blend_h` and
 `blend_t` into `AutoencoderMixin` as methods, so this module must only use torch.
@@ -46,18 +46,18 @@ def blend_tiles(a: torch.Tensor, b: torch.Tensor, blend_extent: int, dim: int) -
     n = min(a.shape[dim], b.shape[dim], blend_extent)
     if n <= 0:
         return b
-    # The loop itself where it is the exact or the faster form (docs/design.md): short seams (fewer kernels);
-    # integer and complex tensors (no opmath rounding to reproduce); gradients, forward-mode AD and torch.func
-    # (`out=` is not differentiable, and only the loop's own backward gives its signed zeros).
+    # The loop itself where it is the exact or the faster form: short seams (fewer kernels); integer and complex
+    # tensors (no opmath rounding to reproduce); gradients, forward-mode AD and torch.func (`out=` is not
+    # differentiable, and only the loop's own backward gives its signed zeros).
     row_loop = n <= 2 or not (a.is_floating_point() and b.is_floating_point())
     row_loop = row_loop or (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad))
     row_loop = row_loop or any(torch.autograd.forward_ad.unpack_dual(tile).tangent is not None for tile in (a, b))
     if b.device.type == "cpu":
-        # Measured on the CPU (docs/design.md). Its kernels stage half-precision operands mixed with float32 weights
-        # through float32 copies of the seam, while the loop's kernels multiply by a scalar in registers: in half
-        # precision the loop is faster below eight rows, for rows of 16384 elements or more (video tiles), and for
-        # seams under 16 rows of 4096 elements or more (video latents). In float32 and float64 the loop is faster for
-        # rows of 2**20 elements or more, where a seam-sized temporary costs more than the loop's row-sized ones.
+        # Measured with one thread. The CPU kernels stage half-precision operands mixed with float32 weights through
+        # float32 copies of the seam, while the loop's kernels multiply by a scalar in registers: in half precision
+        # the loop is faster below eight rows, for rows of 16384 elements or more (video tiles), and for seams under 16
+        # rows of 4096 elements or more (video latents). In float32 and float64 the loop is faster for rows of 2**20
+        # elements or more, where a seam-sized temporary costs more than the loop's row-sized ones.
         row = b.numel() // b.shape[dim]
         if b.dtype in (torch.float16, torch.bfloat16):
             row_loop = row_loop or n < 8 or row >= 16384 or (n < 16 and row >= 4096)
@@ -65,8 +65,8 @@ def blend_tiles(a: torch.Tensor, b: torch.Tensor, blend_extent: int, dim: int) -
             row_loop = row_loop or row >= 2**20
     if not (row_loop or torch.compiler.is_compiling()):
         # torch.func's wrapped tensors (vmap, grad, jvp) have no storage and no batching rule for `out=`. Tiles that
-        # share memory need the loop's order: rows written early may be read later. A traced call cannot see storages
-        # (docs/design.md).
+        # share memory need the loop's order: rows written early may be read later. A traced call cannot see storages,
+        # so torch.compile does not detect tiles that overlap.
         row_loop = any(torch.func.debug_unwrap(tile) is not tile for tile in (a, b))
         row_loop = row_loop or a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
     if row_loop:

@@ -124,7 +124,8 @@ def bench_row(
 def format_table(rows: list[dict]) -> str:
     """A Markdown table of `rows`, one line per (seam, method, dtype, extent); the SD-1024 seam rows are marked `*`."""
     lines = [
-        "| seam | method | dtype | tile shape | extent | loop ms | vectorized ms | speedup | loop ops | vectorized ops |",
+        "| seam | method | dtype | tile shape | extent | loop ms | vectorized ms | speedup | loop ops "
+        "| vectorized ops |",
         "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in rows:
@@ -132,7 +133,7 @@ def format_table(rows: list[dict]) -> str:
         extent = f"{row['extent']}{' *' if row['sd_seam'] else ''}"
         lines.append(
             f"| {row['seam']} | {row['method']} | {row['dtype']} | {shape} | {extent} | {row['loop_ms']:.4f} | "
-            f"{row['vectorized_ms']:.4f} | {row['speedup']:.1f}x | {row['loop_ops']} | {row['vectorized_ops']} |"
+            f"{row['vectorized_ms']:.4f} | {row['speedup']:.2f}x | {row['loop_ops']} | {row['vectorized_ops']} |"
         )
     return "\n".join(lines)
 
