@@ -121,6 +121,37 @@ def test_equals_loop_on_special_values(case):
     check_against_loop(case, special_values)
 
 
+WIDE_ROWS = {4094: 20, 4096: 20, 16382: 24, 16384: 24, 2**20 - 2: 4, 2**20: 4}
+"""Elements per row at both sides of each CPU threshold of `tileblend.blend` (docs/design.md), with the longest tile
+drawn for each (million-element rows only reach extents up to 4, where float32 and float64 switch to the loop)."""
+
+
+@settings(derandomize=True, deadline=None, max_examples=24, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_wide_rows_equal_loop(data):
+    """Video-sized rows, where the CPU switches between the vectorized form and the loop, on every layout."""
+    method = data.draw(st.sampled_from(METHODS))
+    axis = BLEND_AXES[method]
+    row = data.draw(st.sampled_from(sorted(WIDE_ROWS)))
+    a_shape = [2, row // 2] + [1] * (-1 - axis)
+    b_shape = list(a_shape)
+    a_shape.insert(len(a_shape) + axis + 1, data.draw(st.integers(1, WIDE_ROWS[row])))
+    b_shape.insert(len(b_shape) + axis + 1, data.draw(st.integers(1, WIDE_ROWS[row])))
+    case = {
+        "method": method,
+        "a_shape": a_shape,
+        "b_shape": b_shape,
+        "extent": data.draw(st.integers(1, WIDE_ROWS[row])),
+        "dtype": data.draw(st.sampled_from(FLOAT_DTYPES)),
+        "a_layout": data.draw(st.sampled_from(LAYOUTS)),
+        "a_dim": data.draw(st.integers(0, len(a_shape) - 1)),
+        "b_layout": data.draw(st.sampled_from(LAYOUTS)),
+        "b_dim": data.draw(st.integers(0, len(a_shape) - 1)),
+        "seed": data.draw(st.integers(0, 2**16)),
+    }
+    check_against_loop(case, random_values)
+
+
 @EXAMPLES
 @given(blend_cases())
 def test_rows_past_the_seam_untouched(case):

@@ -13,9 +13,11 @@ vectorized form keeps each of those steps: float64 weights cast to the opmath ty
 of its operand's dtype, then one add. `torch.lerp`, `torch.addcmul` or fused kernels skip a rounding and are not exact.
 
 The functions keep the loop's contract: `b` is blended IN PLACE and returned; callers rely on this because they keep
-using the tile they passed in. On CUDA the weights are built on the device (no host-to-device copy, no sync), so a
-blend can be captured in a CUDA graph. On other devices they are built on the host from Python floats and moved, so no
-device needs float64 support.
+using the tile they passed in. Where the loop itself is the exact or the faster form they run it: short seams, tiles
+that share memory, integer tensors, differentiable calls (autograd, forward-mode AD, torch.func) and, on the CPU, the
+seam shapes where it was measured faster (see docs/design.md). On CUDA the weights are built on the device (no
+host-to-device copy, no sync), so a blend can be captured in a CUDA graph. On other devices they are built on the host
+from Python floats and moved, so no device needs float64 support.
 
 `tileblend rewrite` copies `blend_tiles` into diffusers' `models/autoencoders/vae.py` and `blend_v`, `blend_h` and
 `blend_t` into `AutoencoderMixin` as methods, so this module must only use torch.
@@ -44,18 +46,30 @@ def blend_tiles(a: torch.Tensor, b: torch.Tensor, blend_extent: int, dim: int) -
     n = min(a.shape[dim], b.shape[dim], blend_extent)
     if n <= 0:
         return b
-    shares_memory = (
-        not torch.compiler.is_compiling() and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
-    )
-    row_loop = n <= 2 or shares_memory or not (a.is_floating_point() and b.is_floating_point())
-    if b.device.type == "cpu" and b.dtype in (torch.float16, torch.bfloat16):
-        # PyTorch's CPU kernels stage half-precision operands mixed with float32 weights through float32 temporaries;
-        # below eight rows that costs more than the loop's per-row overhead.
-        row_loop = row_loop or n < 8
+    # The loop itself where it is the exact or the faster form: short seams (fewer kernels); integer and complex
+    # tensors (no opmath rounding to reproduce); gradients, forward-mode AD and torch.func (`out=` is not
+    # differentiable, and only the loop's own backward gives its signed zeros).
+    row_loop = n <= 2 or not (a.is_floating_point() and b.is_floating_point())
+    row_loop = row_loop or (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad))
+    row_loop = row_loop or any(torch.autograd.forward_ad.unpack_dual(tile).tangent is not None for tile in (a, b))
+    if b.device.type == "cpu":
+        # Measured with one thread. The CPU kernels stage half-precision operands mixed with float32 weights through
+        # float32 copies of the seam, while the loop's kernels multiply by a scalar in registers: in half precision
+        # the loop is faster below eight rows, for rows of 16384 elements or more (video tiles), and for seams under 16
+        # rows of 4096 elements or more (video latents). In float32 and float64 the loop is faster for rows of 2**20
+        # elements or more, where a seam-sized temporary costs more than the loop's row-sized ones.
+        row = b.numel() // b.shape[dim]
+        if b.dtype in (torch.float16, torch.bfloat16):
+            row_loop = row_loop or n < 8 or row >= 16384 or (n < 16 and row >= 4096)
+        else:
+            row_loop = row_loop or row >= 2**20
+    if not (row_loop or torch.compiler.is_compiling()):
+        # torch.func's wrapped tensors (vmap, grad, jvp) have no storage and no batching rule for `out=`. Tiles that
+        # share memory need the loop's order: rows written early may be read later. A traced call cannot see storages,
+        # so torch.compile does not detect tiles that overlap.
+        row_loop = any(torch.func.debug_unwrap(tile) is not tile for tile in (a, b))
+        row_loop = row_loop or a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
     if row_loop:
-        # The loop itself: fewer kernels than the vectorized form for short seams, and the only exact
-        # order when the tiles share memory (rows written early may be read later). Integer and complex tensors have
-        # no opmath rounding to reproduce, so they take this path too.
         for y in range(n):
             b.select(dim, y).copy_(a.select(dim, y - n) * (1 - y / n) + b.select(dim, y) * (y / n))
         return b
@@ -76,15 +90,13 @@ def blend_tiles(a: torch.Tensor, b: torch.Tensor, blend_extent: int, dim: int) -
         weight_a = torch.tensor([1 - y / n for y in range(n)], dtype=a_opmath).view(weight_shape).to(b.device)
         weight_b = torch.tensor([y / n for y in range(n)], dtype=b_opmath).view(weight_shape).to(b.device)
 
+    # Three kernels touch the seam, and each product is rounded to its operand's dtype when it is written. Expanding
+    # `a`'s product to the seam raises for tiles the loop cannot blend either, before `b` is written.
     a_seam = a.narrow(dim, a.shape[dim] - n, n)
     b_seam = b.narrow(dim, 0, n)
-    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
-        # `out=` does not support autograd; round each product explicitly instead.
-        b_seam.copy_((a_seam * weight_a).to(a.dtype) + (b_seam * weight_b).to(b.dtype))
-    else:
-        # Three kernels touch the seam, and each product is rounded to its operand's dtype when it is written.
-        a_part = torch.mul(a_seam, weight_a, out=torch.empty_like(a_seam, memory_format=torch.contiguous_format))
-        b_seam.mul_(weight_b).add_(a_part)
+    a_part = torch.mul(a_seam, weight_a, out=torch.empty_like(a_seam, memory_format=torch.contiguous_format))
+    a_part = a_part.expand_as(b_seam)
+    b_seam.mul_(weight_b).add_(a_part)
     return b
 
 

@@ -1,20 +1,32 @@
 """`tileblend bench blend`: the seam blend alone, diffusers' row loop against `tileblend.blend`.
 
 For each of `blend_v`, `blend_h` and `blend_t`, each dtype and each extent, both arms blend the same pair of tiles in
-one process: warm-up, then alternating rounds of timed calls (`tileblend.timing.time_calls`), reporting the median of
-each arm, the speedup (loop / vectorized) and the aten operators one call dispatches (`tileblend.opcount`). Before
-timing, each row checks that both arms give the same bits (`tileblend.compare.bitwise_equal`).
+one process: a warm-up call of each, then up to `--repeats` timed calls of each arm (`tileblend.timing.time_calls`),
+alternated call by call in the order A B, B A, A B, ... so that drifting machine load hits both alike, for at most
+`--budget` seconds per row (at least 5 calls each). Each row reports the median of each arm, the speedup (the median
+over the pairs of calls of loop time / vectorized time: the two calls of a pair share the machine's load of their
+moment) and the aten operators one call dispatches (`tileblend.opcount`). Before timing, each row checks that both
+arms give the same bits (`tileblend.compare.bitwise_equal`).
 
-`blend_v` and `blend_h` run on SD-sized decode tiles, (1, 3, 512, 512); extent 128 on them is the seam of a
-1024x1024 Stable Diffusion tiled decode. `blend_t` runs on 512 frames of 32x32, (1, 3, 512, 32, 32), so that every
-extent up to 512 fits. Both arms blend in place into the same `b` on every call; a blend is a convex combination, so
-the values stay finite and normal and every call does the same work.
+Two sets of seams (`--seams`):
+
+- `sd`: `blend_v` and `blend_h` on SD-sized decode tiles, (1, 3, 512, 512), at every extent of `--extents`; extent 128
+  on them is the seam of a 1024x1024 Stable Diffusion tiled decode. `blend_t` on 512 frames of 32x32,
+  (1, 3, 512, 32, 32), so that every extent up to 512 fits.
+- `video`: the 5D seams of the video autoencoders at their default tile settings (`VIDEO_SEAMS`): latent tiles of a
+  tiled encode, pixel tiles of a tiled decode and the temporal seams, whose rows hold tens of thousands to millions of
+  elements.
+
+Both arms blend in place into the same `b` on every call; a blend is a convex combination, so the values stay finite
+and normal and every call does the same work. The summary names the worst speedup of the run.
 """
 
 import argparse
 import json
 import os
 import platform
+import statistics
+import time
 
 import torch
 
@@ -28,9 +40,22 @@ from .protocol import cpu_name
 
 METHODS = ("blend_v", "blend_h", "blend_t")
 TILE_SHAPES = {"blend_v": (1, 3, 512, 512), "blend_h": (1, 3, 512, 512), "blend_t": (1, 3, 512, 32, 32)}
+"""Tiles of the `sd` seams, per method."""
 DEFAULT_EXTENTS = tuple(2**i for i in range(10))  # 1, 2, 4, ..., 512
 SD_SEAM_EXTENT = 128
 """Blend extent of a 1024x1024 SD tiled decode: 512-pixel tiles overlapping by 25%."""
+VIDEO_SEAMS = (
+    # (name, methods, tile shape, extent): diffusers' default tile sizes and strides for each autoencoder.
+    ("Wan encode", ("blend_v", "blend_h"), (1, 32, 21, 32, 32), 8),  # 81 frames; latent tiles 32, stride 24
+    ("video latent", ("blend_v", "blend_h"), (1, 16, 21, 60, 104), 8),  # a whole 480x832, 81-frame Wan latent
+    ("Wan decode", ("blend_v", "blend_h"), (1, 3, 81, 256, 256), 64),  # 81 frames; pixel tiles 256, stride 192
+    ("HunyuanVideo decode", ("blend_v", "blend_h"), (1, 3, 17, 256, 256), 64),  # 17-frame chunk; 256, stride 192
+    ("LTX decode", ("blend_v", "blend_h"), (1, 3, 17, 512, 512), 64),  # pixel tiles 512, stride 448
+    ("HunyuanVideo frames", ("blend_t",), (1, 3, 17, 480, 848), 4),  # 480x848 frames; 16 frames, stride 12
+    ("LTX frames", ("blend_t",), (1, 3, 17, 256, 256), 8),  # 16 frames, stride 8
+    ("128-channel latent", ("blend_t",), (1, 128, 16, 120, 208), 4),  # LTX's latent width, 4 frames
+)
+"""The `video` seams: name, methods, tile shape and extent."""
 
 
 def machine_info(device: torch.device) -> dict:
@@ -49,37 +74,47 @@ def machine_info(device: torch.device) -> dict:
     }
 
 
-def bench_row(method: str, dtype: torch.dtype, extent: int, device: torch.device, repeats: int, rounds: int) -> dict:
-    """Time both arms of one (method, dtype, extent) row and count their aten operators."""
+def bench_row(
+    seam: str,
+    method: str,
+    shape: tuple[int, ...],
+    dtype: torch.dtype,
+    extent: int,
+    device: torch.device,
+    repeats: int,
+    budget_s: float,
+) -> dict:
+    """Time both arms of one (seam, method, dtype, extent) row and count their aten operators."""
     loop, vectorized = REFERENCE_FUNCTIONS[method], BLEND_FUNCTIONS[method]
-    shape = TILE_SHAPES[method]
     generator = torch.Generator().manual_seed(extent)
-    a = torch.randn(shape, generator=generator, dtype=torch.float64).to(device, dtype)
-    b = torch.randn(shape, generator=generator, dtype=torch.float64).to(device, dtype)
+    a = torch.randn(shape, generator=generator).to(device, dtype)
+    b = torch.randn(shape, generator=generator).to(device, dtype)
 
     if not bitwise_equal(loop(a, b.clone(), extent), vectorized(a, b.clone(), extent)):
         raise AssertionError(f"{method} {dtype} extent {extent}: the vectorized blend differs from the loop")
     loop_ops = sum(count_aten_ops(loop, a, b, extent).values())
     vectorized_ops = sum(count_aten_ops(vectorized, a, b, extent).values())
 
-    # Alternate the arms so that drifting machine load hits both alike.
-    loop_samples, vectorized_samples = [], []
-    per_round = max(1, repeats // rounds)
-    for _ in range(rounds):
-        loop_samples += time_calls(lambda: loop(a, b, extent), device, repeats=per_round, warmup=1, budget_s=0.25)
-        vectorized_samples += time_calls(
-            lambda: vectorized(a, b, extent), device, repeats=per_round, warmup=1, budget_s=0.25
-        )
+    arms = {"loop": (lambda: loop(a, b, extent)), "vectorized": (lambda: vectorized(a, b, extent))}
+    samples = {name: time_calls(function, device, repeats=0, warmup=1) for name, function in arms.items()}
+    started = time.perf_counter()
+    for call in range(repeats):
+        for name in ("loop", "vectorized") if call % 2 == 0 else ("vectorized", "loop"):
+            samples[name] += time_calls(arms[name], device, repeats=1, warmup=0)
+        if call >= 4 and time.perf_counter() - started > budget_s:
+            break
+    loop_samples, vectorized_samples = samples["loop"], samples["vectorized"]
     loop_ms, vectorized_ms = median_ms(loop_samples), median_ms(vectorized_samples)
     return {
+        "seam": seam,
         "method": method,
         "dtype": str(dtype).removeprefix("torch."),
         "shape": list(shape),
         "extent": extent,
-        "sd_seam": method != "blend_t" and extent == SD_SEAM_EXTENT,
+        "sd_seam": seam == "SD" and method != "blend_t" and extent == SD_SEAM_EXTENT,
         "loop_ms": loop_ms,
         "vectorized_ms": vectorized_ms,
-        "speedup": loop_ms / vectorized_ms,
+        "speedup": statistics.median(loop / vectorized for loop, vectorized in zip(loop_samples, vectorized_samples)),
         "loop_ops": loop_ops,
         "vectorized_ops": vectorized_ops,
         "samples": [len(loop_samples), len(vectorized_samples)],
@@ -87,18 +122,48 @@ def bench_row(method: str, dtype: torch.dtype, extent: int, device: torch.device
 
 
 def format_table(rows: list[dict]) -> str:
-    """A Markdown table of `rows`, one line per (method, dtype, extent); the SD-1024 seam rows are marked `*`."""
+    """A Markdown table of `rows`, one line per (seam, method, dtype, extent); the SD-1024 seam rows are marked `*`."""
     lines = [
-        "| method | dtype | tile shape | extent | loop ms | vectorized ms | speedup | loop ops | vectorized ops |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| seam | method | dtype | tile shape | extent | loop ms | vectorized ms | speedup | loop ops "
+        "| vectorized ops |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in rows:
         shape = "x".join(str(size) for size in row["shape"])
         extent = f"{row['extent']}{' *' if row['sd_seam'] else ''}"
         lines.append(
-            f"| {row['method']} | {row['dtype']} | {shape} | {extent} | {row['loop_ms']:.4f} | "
-            f"{row['vectorized_ms']:.4f} | {row['speedup']:.1f}x | {row['loop_ops']} | {row['vectorized_ops']} |"
+            f"| {row['seam']} | {row['method']} | {row['dtype']} | {shape} | {extent} | {row['loop_ms']:.4f} | "
+            f"{row['vectorized_ms']:.4f} | {row['speedup']:.2f}x | {row['loop_ops']} | {row['vectorized_ops']} |"
         )
+    return "\n".join(lines)
+
+
+def describe(row: dict) -> str:
+    """One row in words: seam, method, dtype, tile shape, extent and speedup."""
+    shape = "x".join(str(size) for size in row["shape"])
+    return f"{row['seam']} {row['method']} {row['dtype']} {shape} extent {row['extent']}: {row['speedup']:.2f}x"
+
+
+def summary(rows: list[dict]) -> str:
+    """The worst speedup of `rows`, overall and where the vectorized form ran, and every row below 1.0x.
+
+    Where both arms dispatch the same operators the vectorized function ran the row loop itself, so a difference
+    there is measurement noise; such rows are marked "(same row loop)".
+    """
+    if not rows:
+        return "no rows"
+    lines = [f"worst speedup: {describe(min(rows, key=lambda row: row['speedup']))}"]
+    vectorized = [row for row in rows if row["vectorized_ops"] != row["loop_ops"]]
+    if vectorized:
+        lines.append(
+            f"worst speedup where the vectorized form ran: {describe(min(vectorized, key=lambda r: r['speedup']))}"
+        )
+    slower = [
+        describe(row) + ("" if row["vectorized_ops"] != row["loop_ops"] else " (same row loop)")
+        for row in rows
+        if row["speedup"] < 1
+    ]
+    lines.append(f"slower than the loop: {'; '.join(slower) or 'none'}")
     return "\n".join(lines)
 
 
@@ -106,18 +171,31 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "blend",
         help="time the seam blend alone: loop vs vectorized",
-        description="Time diffusers' row-loop blend (tileblend.reference) against tileblend.blend per method, dtype "
-        "and extent, and count the aten operators each dispatches. Rows marked * are the seam of a 1024x1024 SD "
-        "tiled decode.",
+        description="Time diffusers' row-loop blend (tileblend.reference) against tileblend.blend per seam, method, "
+        "dtype and extent, and count the aten operators each dispatches. Rows marked * are the seam of a 1024x1024 SD "
+        "tiled decode; the video seams are those of Wan, HunyuanVideo and LTX at their default tile sizes.",
+    )
+    parser.add_argument(
+        "--seams",
+        nargs="+",
+        choices=["sd", "video"],
+        default=["sd", "video"],
+        help="sd: SD tiles at every --extents; video: the video autoencoders' seams (default: both)",
     )
     parser.add_argument("--device", default="cpu", help="device to run on (default: cpu)")
     parser.add_argument("--dtype", nargs="+", choices=list(DTYPES), default=list(DTYPES), help="dtypes (default: all)")
     parser.add_argument("--method", nargs="+", choices=METHODS, default=list(METHODS), help="methods (default: all)")
     parser.add_argument(
-        "--extents", nargs="+", type=int, default=list(DEFAULT_EXTENTS), help="blend extents (default: 1 2 4 ... 512)"
+        "--extents",
+        nargs="+",
+        type=int,
+        default=list(DEFAULT_EXTENTS),
+        help="blend extents of the sd seams (default: 1 2 4 ... 512)",
     )
-    parser.add_argument("--repeats", type=int, default=40, help="timed calls per arm and row (default: 40)")
-    parser.add_argument("--rounds", type=int, default=4, help="alternations of the two arms per row (default: 4)")
+    parser.add_argument("--repeats", type=int, default=60, help="timed calls per arm and row (default: 60)")
+    parser.add_argument(
+        "--budget", type=float, default=3.0, help="seconds of timed calls per row, at least 5 calls each (default: 3)"
+    )
     parser.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's default)")
     parser.add_argument("--json", metavar="PATH", help="also write the machine and one record per row to PATH")
     parser.set_defaults(handler=main)
@@ -132,20 +210,22 @@ def main(args: argparse.Namespace) -> int:
     print(", ".join(f"{key}: {value}" for key, value in machine.items() if value is not None))
     header = format_table([])
     print(header, flush=True)
+    seams = []  # (seam name, method, tile shape, extent)
+    if "sd" in args.seams:
+        seams += [("SD", method, TILE_SHAPES[method], extent) for method in args.method for extent in args.extents]
+    if "video" in args.seams:
+        seams += [
+            (name, method, shape, extent)
+            for name, methods, shape, extent in VIDEO_SEAMS
+            for method in methods
+            if method in args.method
+        ]
     rows = []
-    for method in args.method:
+    for seam, method, shape, extent in seams:
         for dtype_name in args.dtype:
-            for extent in args.extents:
-                rows.append(bench_row(method, DTYPES[dtype_name], extent, device, args.repeats, args.rounds))
-                print(format_table(rows[-1:]).removeprefix(header + "\n"), flush=True)
-    # Where both arms dispatch the same operators the vectorized blend ran the row loop itself: any difference there
-    # is measurement noise, so only the other rows are named.
-    slower = [
-        f"{row['method']} {row['dtype']} extent {row['extent']}"
-        for row in rows
-        if row["speedup"] < 1 and row["vectorized_ops"] != row["loop_ops"]
-    ]
-    print(f"\nvectorized form slower than the loop: {', '.join(slower) or 'none'}")
+            rows.append(bench_row(seam, method, shape, DTYPES[dtype_name], extent, device, args.repeats, args.budget))
+            print(format_table(rows[-1:]).removeprefix(header + "\n"), flush=True)
+    print("\n" + summary(rows))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as report:
             json.dump({"machine": machine, "rows": rows}, report, indent=2)
