@@ -6,6 +6,8 @@ every dtype with `torch._inductor.config.emulate_precision_casts = True`. Induct
 each test compiles one graph per variant holding all three blends for all dtypes it checks.
 """
 
+import json
+
 import pytest
 import torch
 
@@ -107,3 +109,22 @@ def test_tiled_decode_compiles_as_one_graph_equal_to_eager_loops(dtype):
             actual = decode(latents).sample
     assert calls.counts()["blend_v"] > 0 and calls.counts()["blend_h"] > 0
     assert bitwise_equal(eager_loops, actual)
+
+
+def test_bench_compile_counts_graphs_and_checks_outputs(tmp_path):
+    from tileblend.cli import main as tileblend
+
+    record_path = tmp_path / "compile.json"
+    argv = ["bench", "compile", "--models", "kl", "--backends", "eager", "--device", "cpu", "--reps", "1"]
+    code = tileblend(argv + ["--warmup", "0", "--threads", "1", "--json", str(record_path)])
+    record = json.loads(record_path.read_text())
+
+    assert code == 0
+    [row] = record["rows"]
+    assert (row["model"], row["backend"], row["outputs_equal"]) == ("kl", "eager", True)
+    loops, vectorized = row["arms"]["A"], row["arms"]["B"]
+    assert loops["blend_calls"] == vectorized["blend_calls"] > 0
+    assert loops["graphs"] == vectorized["graphs"] == 1
+    assert loops["fx_nodes"] > vectorized["fx_nodes"] > 0  # the loops unroll every blended row into the graph
+    assert loops["equal_to_eager"] and vectorized["equal_to_eager"]
+    assert len(vectorized["compile_samples_s"]) == 1 and vectorized["steady_ms"] > 0

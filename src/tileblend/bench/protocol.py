@@ -276,7 +276,8 @@ def format_summary(title: str, summary: dict) -> str:
     )
     samples = sum(len(process) for process in summary["arms"]["A"]["samples_ms"])
     lines.append(
-        f"median, min, max ms: over the {samples} timed calls of each arm ({summary['pairs']} processes); "
+        f"median, min, max ms: over each arm's {samples} timed calls, from {summary['pairs']} "
+        f"process{'es' if summary['pairs'] > 1 else ''}; "
         f"peak memory: {summary['arms']['A']['peak_memory_kind']}, highest process per arm"
     )
     per_arm = "a single sample per arm" if summary["pairs"] == 1 else f"median of {summary['pairs']} processes"
