@@ -17,7 +17,7 @@ def test_arm_order_alternates_a_b_b_a():
     assert protocol.arm_order(3) == [(0, "A"), (0, "B"), (1, "B"), (1, "A"), (2, "A"), (2, "B")]
 
 
-def test_decode_benchmark_records_both_arms(tmp_path):
+def test_decode_benchmark_records_both_arms(tmp_path, capsys):
     record_path, plot_path = tmp_path / "decode.json", tmp_path / "decode.png"
     code = tileblend(
         ["bench", "decode", "--preset", "small", "--device", "cpu", *TINY, "--json", str(record_path)]
@@ -42,6 +42,9 @@ def test_decode_benchmark_records_both_arms(tmp_path):
     assert record["versions"]["diffusers"] and record["versions"]["torch"] == torch.__version__
     assert record["command"].startswith("tileblend bench decode --preset small")
     assert plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    summary = capsys.readouterr().out
+    assert "over each arm's 1 timed calls, from 1 process;" in summary
+    assert "one instrumented call per process (synchronised timers), a single sample per arm" in summary
 
 
 def test_decode_benchmark_refuses_a_single_tile(tmp_path):

@@ -47,8 +47,25 @@ def test_verify_models_exact_with_blend_counts():
     for r in results:
         assert r.cls == "AutoencoderKL" and r.exact and r.blends_seen and r.ok
         assert r.blend_calls["blend_v"] > 0 and r.blend_calls["blend_h"] > 0
-        assert r.loop_ms > 0 and r.vectorized_ms > 0 and r.cuda_graph is None
+        assert r.same_calls and r.cuda_graph is None
     assert results[1].clipped
+
+
+def test_model_table_has_no_timing_and_flags_changed_calls():
+    result = verify.ModelResult(
+        model="kl", cls="AutoencoderKL", path="decode", dtype="float32", exact=True, blends_seen=True, same_calls=False
+    )
+    table = verify.format_model_table([result])
+    assert not result.ok and "BLEND CALLS DIFFER UNDER TILEBLEND" in table
+    assert " ms" not in table
+
+
+def test_method_table_says_its_times_are_medians():
+    found, _ = find_loop_blends(autoencoder_classes())
+    patched = next(p for p in found if p.cls.__name__ == "AutoencoderKL" and p.method == "blend_v")
+    result = verify.verify_method(patched, torch.float32, "cpu")
+    assert 3 <= result.timed_calls <= verify.TIMED_CALLS
+    assert f"median of {result.timed_calls} synchronised calls" in verify.format_table([result])
 
 
 def test_verify_models_reports_upstream_bug_as_skipped():
@@ -67,7 +84,8 @@ def test_cli_writes_json_and_table(tmp_path, capsys, no_method_checks):
         ("kl", "decode", "float32"),
     ]
     assert all(r["check"] == "model" and r["cls"] == "AutoencoderKL" and r["exact"] for r in records)
-    assert all(r["blend_calls"]["blend_v"] > 0 for r in records)
+    assert all(r["blend_calls"]["blend_v"] > 0 and r["same_calls"] for r in records)
+    assert not any("ms" in key for r in records for key in r)
     table = capsys.readouterr().out
     assert "blend calls" in table and "AutoencoderKL" not in table.split("blend calls")[0]
     assert "2 of 2 model/path/dtype runs exact" in table

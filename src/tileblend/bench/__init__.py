@@ -1,1 +1,2 @@
-"""Benchmarks: `tileblend bench blend` (the seam alone), and end-to-end decode and pipeline benchmarks."""
+"""Benchmarks: `tileblend bench blend` (the seam alone), end-to-end decode and pipeline benchmarks, and
+`tileblend bench compile` (torch.compile of a tiled decode)."""

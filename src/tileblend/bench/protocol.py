@@ -274,8 +274,16 @@ def format_summary(title: str, summary: dict) -> str:
         f"\nspeedup A/B per pair: {speedups} (median {summary['speedup_median']:.3f}x, range "
         f"{summary['speedup_min']:.3f}x-{summary['speedup_max']:.3f}x)"
     )
-    lines.append(f"peak memory: {summary['arms']['A']['peak_memory_kind']}, highest process per arm")
-    lines.append("blend ms and share: all blend calls of one instrumented call (synchronised timers), median process")
+    samples = sum(len(process) for process in summary["arms"]["A"]["samples_ms"])
+    lines.append(
+        f"median, min, max ms: over each arm's {samples} timed calls, from {summary['pairs']} "
+        f"process{'es' if summary['pairs'] > 1 else ''}; "
+        f"peak memory: {summary['arms']['A']['peak_memory_kind']}, highest process per arm"
+    )
+    per_arm = "a single sample per arm" if summary["pairs"] == 1 else f"median of {summary['pairs']} processes"
+    lines.append(
+        "blend ms and share: all blend calls of one instrumented call per process (synchronised timers), " + per_arm
+    )
     lines.append(f"outputs bitwise equal (first pair): {'yes' if summary['outputs_equal'] else 'NO'}")
     return "\n".join(lines)
 

@@ -1,0 +1,225 @@
+"""`tileblend bench compile`: `torch.compile` of a tiled decode with diffusers' loops (arm A) vs tileblend (arm B).
+
+For each model of the registry (`tileblend.models`, tiny random-weight VAEs whose tiled decode reaches the blends),
+each backend and each arm, a fresh process (`tileblend.bench.protocol.run_worker`) with an empty Inductor cache
+directory builds the model, runs the tiled decode once eagerly (recording its blend calls), then compiles it with
+`torch.compile(backend=..., dynamic=False)` through a backend that counts the FX graphs and nodes Dynamo hands over
+before delegating to the real backend, and reports:
+
+- compile s: the first compiled call (tracing, the backend's compilation and one run); one sample per process, the
+  median over `--pairs` processes per arm;
+- graphs, FX nodes: what Dynamo produced (more than one graph means graph breaks). The loop unrolls about 7 nodes per
+  blended row; tileblend's blend is a handful per call;
+- steady ms: the median of `--reps` compiled calls after `--warmup` more (median over processes when `--pairs` > 1);
+- whether arm B's compiled output equals arm A's bit for bit, and whether each equals the eager decode.
+
+This module is also the worker: `python -m tileblend.bench.compile --arm A|B --config JSON --result PATH --save PATH`.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from .. import models as registry
+from ..calls import record_blends
+from ..compare import bitwise_equal
+from ..patch import autoencoder_classes, enable, find_loop_blends
+from ..timing import median_ms, synchronize, time_calls
+from . import protocol
+
+
+WORKER_MODULE = "tileblend.bench.compile"
+BACKENDS = ("eager", "aot_eager", "inductor")
+
+
+class CountingBackend:
+    """A `torch.compile` backend that counts the graphs and FX nodes it is given, then compiles with `backend`."""
+
+    def __init__(self, backend: str):
+        self.delegate = torch._dynamo.lookup_backend(backend)
+        self.graphs = 0
+        self.nodes = 0
+
+    def __call__(self, graph_module, example_inputs):
+        self.graphs += 1
+        self.nodes += len(graph_module.graph.nodes)
+        return self.delegate(graph_module, example_inputs)
+
+
+def worker_main(argv: list[str] | None = None) -> int:
+    """One process: eager decode, compile (timed first call), steady-state calls; writes the JSON result."""
+    parser = argparse.ArgumentParser(description="One arm of `tileblend bench compile` (started by the parent).")
+    parser.add_argument("--arm", choices=("A", "B"), required=True)
+    parser.add_argument("--config", required=True, help="the benchmark config, as JSON")
+    parser.add_argument("--result", required=True, help="where to write this worker's JSON result")
+    parser.add_argument("--save", required=True, help="where to torch.save the compiled output")
+    args = parser.parse_args(argv)
+    config = json.loads(args.config)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = config["inductor_cache"]  # empty: a cold compile, nothing reused
+    device, dtype = torch.device(config["device"]), protocol.DTYPES[config["dtype"]]
+    if config["threads"]:
+        torch.set_num_threads(config["threads"])
+    find_loop_blends(autoencoder_classes())  # both arms import every autoencoder module
+    if args.arm == "B":
+        enable()
+    entry = registry.MODELS[config["model"]]
+    model = registry.build_model(entry, dtype, device, seed=config["seed"])
+    latents = registry.make_input(entry, "decode", dtype, device, seed=config["seed"])
+
+    def decode(x):
+        return registry.run_path(model, entry, "decode", x)
+
+    with record_blends(type(model)) as calls:
+        eager = decode(latents)
+    backend = CountingBackend(config["backend"])
+    compiled = torch.compile(decode, backend=backend, dynamic=False)
+    synchronize(device)
+    begin = time.perf_counter()
+    output = compiled(latents)
+    synchronize(device)
+    compile_s = time.perf_counter() - begin
+    samples = time_calls(lambda: compiled(latents), device, repeats=config["reps"], warmup=config["warmup"])
+    torch.save(output.detach().cpu(), args.save)
+    result = {
+        "arm": args.arm,
+        "blend_calls": len(calls),
+        "graphs": backend.graphs,
+        "fx_nodes": backend.nodes,
+        "compile_s": compile_s,
+        "samples_ms": [sample * 1e3 for sample in samples],
+        "steady_ms": median_ms(samples),
+        "equal_to_eager": bitwise_equal(eager, output),
+    }
+    Path(args.result).write_text(json.dumps(result), encoding="utf-8")
+    return 0
+
+
+def run_case(config: dict, pairs: int, progress=lambda line: print(line, flush=True)) -> dict:
+    """Run `pairs` pairs of worker processes (A B, B A, ...) for one model and backend; return the summary row."""
+    workers = {"A": [], "B": []}
+    outputs = {}
+    with tempfile.TemporaryDirectory(prefix="tileblend-bench-compile-") as tmp:
+        for index, (pair, arm) in enumerate(protocol.arm_order(pairs)):
+            config_for_process = config | {"inductor_cache": str(Path(tmp, f"cache-{index}"))}
+            save = Path(tmp, f"output-{index}.pt")
+            result = protocol.run_worker(
+                WORKER_MODULE, arm, config_for_process, Path(tmp, f"result-{index}.json"), save
+            )
+            if result["blend_calls"] == 0:
+                raise RuntimeError(f"no blend method ran in the tiled decode of {config['model']}")
+            workers[arm].append(result)
+            outputs.setdefault(arm, torch.load(save))
+            progress(
+                f"  {config['model']} {config['backend']} arm {arm} (pair {pair + 1}): compile {result['compile_s']:.1f}"
+                f" s, {result['graphs']} graphs, {result['fx_nodes']} FX nodes, steady {result['steady_ms']:.1f} ms"
+            )
+    arms = {
+        arm: {
+            "blend_calls": results[0]["blend_calls"],
+            "graphs": results[0]["graphs"],
+            "fx_nodes": results[0]["fx_nodes"],
+            "compile_s": statistics.median(result["compile_s"] for result in results),
+            "compile_samples_s": [result["compile_s"] for result in results],
+            "steady_ms": statistics.median(result["steady_ms"] for result in results),
+            "samples_ms": [result["samples_ms"] for result in results],
+            "equal_to_eager": all(result["equal_to_eager"] for result in results),
+        }
+        for arm, results in workers.items()
+    }
+    return {
+        "model": config["model"],
+        "class": registry.MODELS[config["model"]].class_name,
+        "backend": config["backend"],
+        "arms": arms,
+        "outputs_equal": bitwise_equal(outputs["A"], outputs["B"]),
+    }
+
+
+def format_table(rows: list[dict], pairs: int, reps: int) -> str:
+    """A markdown table: one line per model, backend and arm."""
+    lines = [
+        "| model | backend | arm | blend calls | graphs | FX nodes | compile s | steady ms | B == A | == eager |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+    ]
+    for row in rows:
+        for arm, label in (("A", "loops"), ("B", "tileblend")):
+            stats = row["arms"][arm]
+            same = ("yes" if row["outputs_equal"] else "NO") if arm == "B" else ""
+            lines.append(
+                f"| {row['model']} ({row['class']}) | {row['backend']} | {label} | {stats['blend_calls']} | "
+                f"{stats['graphs']} | {stats['fx_nodes']} | {stats['compile_s']:.1f} | {stats['steady_ms']:.1f} | "
+                f"{same} | {'yes' if stats['equal_to_eager'] else 'no'} |"
+            )
+    compile_note = "a single sample (one process per arm)" if pairs == 1 else f"median of {pairs} processes"
+    lines.append(
+        f"\ncompile s: first compiled call, {compile_note}; steady ms: median of {reps} compiled calls per process"
+        + ("" if pairs == 1 else f", median over {pairs} processes")
+        + "; FX nodes: all graphs Dynamo produced; B == A: compiled outputs bitwise equal; == eager: the compiled "
+        "output equals the same arm's eager decode bitwise"
+    )
+    return "\n".join(lines)
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "compile",
+        help="torch.compile of a tiled decode: graph size, compile time and steady time, loops vs tileblend",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        choices=[entry.name for entry in registry.REGISTRY if entry.decode is not None and entry.decode.runs],
+        default=["kl", "hunyuan-video"],
+        help="registry models whose tiled decode is compiled (default: kl hunyuan-video)",
+    )
+    parser.add_argument(
+        "--backends", nargs="+", choices=BACKENDS, default=["eager", "inductor"], help="torch.compile backends"
+    )
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="torch device")
+    parser.add_argument("--dtype", choices=list(protocol.DTYPES), default="float32", help="model and input dtype")
+    parser.add_argument("--pairs", type=int, default=1, help="A/B process pairs per model and backend (default: 1)")
+    parser.add_argument("--reps", type=int, default=5, help="timed compiled calls per process (default: 5)")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed compiled calls after the first (default: 1)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random weights and inputs")
+    parser.add_argument("--threads", type=int, help="torch CPU threads per worker (default: torch's)")
+    parser.add_argument("--json", metavar="PATH", help="write the rows, config and machine as JSON")
+    parser.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run every model and backend; print the table; returns 1 if a backend's A and B outputs differ."""
+    if args.pairs < 1 or args.reps < 1 or args.warmup < 0:
+        print("--pairs and --reps must be at least 1, --warmup at least 0", file=sys.stderr)
+        return 2
+    base = {name: getattr(args, name) for name in ("device", "dtype", "seed", "threads", "warmup", "reps")}
+    print(f"tileblend bench compile: {args.dtype} on {args.device}, {args.pairs} pair(s) of processes per case")
+    rows = [
+        run_case(base | {"model": model, "backend": backend}, args.pairs)
+        for model in args.models
+        for backend in args.backends
+    ]
+    print()
+    print(format_table(rows, args.pairs, args.reps))
+    if args.json:
+        record = {"benchmark": "compile", "config": base | {"pairs": args.pairs}, "rows": rows}
+        record |= protocol.environment(base)
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(record, indent=2), encoding="utf-8")
+    mismatches = [f"{row['model']} {row['backend']}" for row in rows if not row["outputs_equal"]]
+    if mismatches:
+        print("MISMATCH: compiled loops and compiled tileblend differ: " + ", ".join(mismatches), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(worker_main())
