@@ -1,9 +1,9 @@
 """`tileblend bench KIND`: one subcommand per benchmark module."""
 
-from . import blend, decode, pipeline
+from . import blend, decode, parallel, pipeline
 
 
-BENCHMARKS = (blend, decode, pipeline)
+BENCHMARKS = (blend, decode, pipeline, parallel)
 
 
 def add_parser(subparsers) -> None:
