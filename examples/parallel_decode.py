@@ -20,7 +20,14 @@ import tileblend.parallel
 from tileblend.compare import bitwise_equal
 
 
-SMALL = {"block_out_channels": [8, 16, 16, 16], "layers_per_block": 1, "norm_num_groups": 4, "sample_size": 64}
+SMALL = {
+    "down_block_types": ["DownEncoderBlock2D"] * 4,
+    "up_block_types": ["UpDecoderBlock2D"] * 4,
+    "block_out_channels": [8, 16, 16, 16],
+    "layers_per_block": 1,
+    "norm_num_groups": 4,
+    "sample_size": 64,
+}
 
 
 def main() -> int:

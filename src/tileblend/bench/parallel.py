@@ -12,7 +12,6 @@ This module is also the worker: `python -m tileblend.bench.parallel --config JSO
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -112,8 +111,7 @@ def _run_arm(config: dict, nproc: int, out: Path, timeout: float) -> list[dict]:
     out.mkdir(parents=True)
     worker = ["-m", WORKER_MODULE, "--config", json.dumps(config), "--out", str(out)]
     if nproc > 1:
-        port = str(_free_port())
-        launcher = ["-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-port", port]
+        launcher = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc)]
         command = [sys.executable, *launcher, *worker]
     else:
         command = [sys.executable, *worker]
@@ -129,13 +127,6 @@ def _run_arm(config: dict, nproc: int, out: Path, timeout: float) -> list[dict]:
             f"the {nproc}-process arm failed (exit {completed.returncode}):\n{completed.stdout[-4000:]}"
         )
     return [json.loads(Path(out, f"rank{rank}.json").read_text(encoding="utf-8")) for rank in range(nproc)]
-
-
-def _free_port() -> int:
-    """A TCP port free on this machine now, for torchrun's rendezvous."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def format_summary(single: dict, ranks: list[dict], summary: dict) -> str:

@@ -23,7 +23,7 @@ import torch.distributed as dist
 from ..patch import enabled
 from . import exchange
 from .splits import split_of
-from .tiles import Plan, _signature, assign, intercept, payload, plan_pass, silent_blends, tile_costs
+from .tiles import Plan, assign, intercept, payload, plan_pass, signature, silent_blends, tile_costs
 
 
 DEFAULT_TIMEOUT = datetime.timedelta(minutes=10)
@@ -106,7 +106,7 @@ def _plan_key(model, path: str, x: torch.Tensor, args, kwargs) -> tuple:
         sorted((name, value) for name, value in vars(model).items() if isinstance(value, (bool, int, float, str)))
     )
     dtypes = tuple(sorted({str(parameter.dtype) for parameter in model.parameters()}))
-    return (path, tuple(x.shape), x.dtype, str(x.device), _signature(args, kwargs), dtypes, attributes)
+    return (path, tuple(x.shape), x.dtype, str(x.device), signature(args, kwargs), dtypes, attributes)
 
 
 def _shared_plan(model, split, path: str, x: torch.Tensor, args, kwargs, group) -> list:
@@ -162,6 +162,8 @@ def _compute_pass(model, split, plan: Plan, rank: int, device, run) -> dict[int,
 
     with intercept(model, split, compute), silent_blends(model):
         run()
+    if counter[0] != len(plan.calls):
+        raise RuntimeError(f"the model made {counter[0]} per-tile calls, the plan {len(plan.calls)}")
     return outputs
 
 
@@ -169,9 +171,10 @@ def _replay_pass(model, split, plan: Plan, received: dict[int, torch.Tensor], de
     counter = [0]
 
     def replay(path, original, args, kwargs):
-        call = plan.calls[_checked(plan, counter, path)]
+        index = _checked(plan, counter, path)
+        call = plan.calls[index]
         if call.travels:
-            return call.structure(received[counter[0] - 1])
+            return call.structure(received[index])
         return call.structure(call.placeholder(device))
 
     with intercept(model, split, replay), enabled():

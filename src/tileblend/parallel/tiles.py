@@ -197,7 +197,7 @@ class _Pass(torch.nn.Module):
         return self.run(x)
 
 
-def _signature(args, kwargs) -> tuple:
+def signature(args, kwargs) -> tuple:
     """What a call's output shape depends on besides the tile's state: tensor shapes and dtypes, plain values."""
 
     def describe(value):
@@ -234,7 +234,7 @@ def plan_pass(model, split: Split, run, x: torch.Tensor, memo: bool = True) -> l
         )
         if starts:
             state.update(tile=state["tile"] + 1, new=False, prefix=(), replayed=False)
-        state["prefix"] += ((path, _signature(args, kwargs)),)
+        state["prefix"] += ((path, signature(args, kwargs)),)
         if memo and state["prefix"] in seen:
             output = seen[state["prefix"]]
             state["replayed"] = True
