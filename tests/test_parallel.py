@@ -4,9 +4,8 @@ One process group per world size runs every case in sequence (the parity of each
 float32 and bfloat16, then the error cases) and writes its results as JSON; the tests read them. Each worker is this
 file run as a script, with one torch thread; the group has a hard timeout and is killed past it.
 
-Each case's grid has a number of tiles that is not a multiple of the world size (checked from the plan): the registry's
-input where it already qualifies, else the spatial size scaled (2 to 3 tiles a side, or 3 to 2) or, for the video
-models with temporal tiling, fewer frames.
+Each case's grid has a number of tiles that is not a multiple of the world size (checked from the plan), see
+`grid_shape`; between the two world sizes every blend method of every supported path runs.
 """
 
 import datetime
@@ -54,15 +53,19 @@ def parity_cases() -> list[tuple[str, str, str]]:
 
 
 def grid_shape(entry, path: str, world_size: int) -> tuple[int, ...]:
-    """The input of the case: the registry's, with its tile count moved off a multiple of `world_size`."""
+    """The input of the case: the registry's, with its tile count moved off a multiple of `world_size`.
+
+    On 2 ranks (an odd count): 3 x 3 tiles where the registry has them, else one row of 3 (half the height, 1.5 times
+    the width), after the temporal tiles. On 3 ranks (not a multiple of 3): 2 x 2 spatial tiles and no temporal ones.
+    """
     shape = list(entry.sample_shape if path == "encode" else entry.latent_shape)
     temporal = "blend_t" in entry.paths()[path].blends
-    if world_size == 3 and temporal:
-        shape[2] = {"encode": 5, "decode": 2}[path]  # no temporal tiles: 2 x 2 spatial tiles
+    if world_size == 2 and entry.name not in NINE_TILES:
+        shape[-2:] = [shape[-2] // 2, shape[-1] * 3 // 2]
+    elif world_size == 3 and temporal:
+        shape[2] = {"encode": 5, "decode": 2}[path]
     elif world_size == 3 and entry.name in NINE_TILES:
-        shape[-2:] = [size * 3 // 4 for size in shape[-2:]]  # 3 x 3 tiles -> 2 x 2
-    elif world_size == 2 and entry.name not in NINE_TILES:
-        shape[-2:] = [size * 3 // 2 for size in shape[-2:]]  # 2 x 2 tiles -> 3 x 3
+        shape[-2:] = [size * 3 // 4 for size in shape[-2:]]
     return tuple(shape)
 
 

@@ -167,7 +167,8 @@ class _FastMeta(TorchDispatchMode):
         if func is torch.ops.aten.native_group_norm.default:
             x, batch, groups = args[0], args[3], args[6]
             return torch.empty_like(x), x.new_empty((batch, groups)), x.new_empty((batch, groups))
-        if func is torch.ops.aten.linalg_vector_norm.default and "dtype" not in kwargs and len(args) == 4:
+        linalg_vector_norm = torch.ops.aten.linalg_vector_norm.default
+        if func is linalg_vector_norm and not kwargs and len(args) == 4 and args[2] is not None:
             x, _, dims, keepdim = args
             dims = {dim % x.dim() for dim in dims}
             shape = [1 if dim in dims else size for dim, size in enumerate(x.shape) if keepdim or dim not in dims]
@@ -175,7 +176,7 @@ class _FastMeta(TorchDispatchMode):
         if name.rstrip("_") in _SAME_DTYPE_POINTWISE and "out" not in kwargs:
             tensors = [arg for arg in args if isinstance(arg, torch.Tensor)]
             dtypes = {tensor.dtype for tensor in tensors}
-            if len(dtypes) == 1 and tensors[0].dtype.is_floating_point:
+            if len(dtypes) == 1 and tensors[0].dtype.is_floating_point and all(tensor.is_meta for tensor in tensors):
                 if name.endswith("_"):
                     return args[0]
                 return tensors[0].new_empty(torch.broadcast_shapes(*(tensor.shape for tensor in tensors)))
