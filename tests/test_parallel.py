@@ -283,6 +283,20 @@ def test_a_dying_rank_makes_the_others_raise_not_hang(group_results):
         assert error.startswith("ParallelDecodeError: a rank did not finish its tiles within 5 s"), error
 
 
+def test_tiles_go_costliest_first_to_the_least_loaded_rank():
+    from tileblend.parallel.tiles import assign
+
+    assert assign([5, 1, 4, 3], 2) == (0, 0, 1, 1)  # 5 -> rank 0, 4 -> rank 1, 3 -> rank 1 (4 < 5), 1 -> rank 0
+    assert assign([2, 2, 2], 3) == (0, 1, 2) and assign([7], 3) == (0,)
+
+
+def test_unsupported_paths_name_the_class_and_the_reason():
+    consistency = build_model(MODELS["consistency-decoder"])
+    with pytest.raises(NotImplementedError, match="ConsistencyDecoderVAE's tiled decode: its decode samples"):
+        tileblend.parallel.split_of(consistency, "decode")
+    assert tileblend.parallel.split_of(consistency, "encode").travel == ("encoder",)
+
+
 def test_world_of_one_runs_the_plain_path_and_unsupported_classes_are_named():
     entry = MODELS["kl"]
     model, x = build_model(entry), make_input(entry, "decode")

@@ -78,6 +78,10 @@ SPLITS: dict[tuple[str, str], Split] = {
 """(class name, "encode" or "decode") -> how that tiled path splits."""
 
 UNSUPPORTED: dict[tuple[str, str], str] = {
+    ("AutoencoderKLHunyuanImage", "encode"): "diffusers' tiled_encode raises (it unpacks five dims from the 4D batch)",
+    ("AutoencoderKLHunyuanImageRefiner", "encode"): "diffusers' tiled_encode raises",
+    ("ConsistencyDecoderVAE", "decode"): "its decode samples a consistency model over the whole latent: it has no "
+    "tiled decode",
     ("LTX2VideoDiffusionDecoderModel", "decode"): "its tiles run FlexAttention, which the meta device (where the "
     "tiles are planned) cannot run",
     ("AutoencoderVidTok", "decode"): "its causal caches are set per chunk by `_set_first_chunk` and never emptied "
