@@ -6,6 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import torch
+
 from tileblend.cli import main as tileblend
 
 
@@ -48,3 +51,18 @@ def test_parallel_decode_example_under_torchrun():
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert "bitwise equal to the single-device tiled decode: yes" in completed.stdout
     assert "rank 1: " in completed.stdout and " of 9 tiles" in completed.stdout
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_parallel_decode_example_on_nccl():
+    completed = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+        + [str(EXAMPLES / "parallel_decode.py"), "--size", "512", "--device", "cuda"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "bitwise equal to the single-device tiled decode: yes" in completed.stdout
