@@ -1,7 +1,8 @@
 """`tileblend.parallel` on gloo: every supported registry model, split over 2 and 3 processes, bit for bit.
 
-One process group per world size runs every case in sequence (the parity of each supported model's tiled paths in
-float32 and bfloat16, then the error cases) and writes its results as JSON; the tests read them. Each worker is this
+One process group per world size (one test each, so that pytest-xdist never starts a group twice) runs every case in
+sequence (the parity of each supported model's tiled paths in float32 and bfloat16, then the error cases) and writes
+its results as JSON; the `check_*` functions read them. Each worker is this
 file run as a script, with one torch thread; the group has a hard timeout and is killed past it.
 
 Each case's grid has a number of tiles that is not a multiple of the world size (checked from the plan), see
@@ -193,10 +194,8 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="module", params=[2, 3], ids=["world2", "world3"])
-def group_results(request, tmp_path_factory):
-    world_size = request.param
-    out = tmp_path_factory.mktemp(f"parallel{world_size}")
+def run_group(world_size: int, out: Path) -> list[dict]:
+    """Start the group's processes, wait at most GROUP_TIMEOUT_S (then kill them), and return each rank's results."""
     port = _free_port()
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
     workers = [
@@ -223,11 +222,21 @@ def group_results(request, tmp_path_factory):
         path = out / f"rank{rank}.json"
         assert path.exists(), f"rank {rank} wrote no results:\n" + "\n".join(log[-3000:] for log in logs)
         results.append(json.loads(path.read_text()))
-    return world_size, results
+    return results
 
 
-def test_parallel_tiled_paths_equal_single_device_bit_for_bit(group_results):
-    world_size, results = group_results
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_gloo_group_matches_single_device_bit_for_bit_and_refuses_bad_input(world_size, tmp_path):
+    # One group per world size runs every case (process start-up dominates); the checks below each read one part.
+    results = run_group(world_size, tmp_path)
+    check_parity(world_size, results)
+    check_traffic(results)
+    check_bad_inputs(world_size, results)
+    check_small_input_and_dst(results)
+    check_dying_rank(world_size, results)
+
+
+def check_parity(world_size, results):
     assert [tuple(case[key] for key in ("name", "path", "dtype")) for case in results[0]["parity"]] == parity_cases()
     for index, case in enumerate(results[0]["parity"]):
         label = f"{case['name']} {case['path']} {case['dtype']}"
@@ -242,16 +251,14 @@ def test_parallel_tiled_paths_equal_single_device_bit_for_bit(group_results):
         assert sum(own) == case["report"]["tiles"] and min(own) > 0, label  # every tile once, every rank works
 
 
-def test_parallel_moves_each_rank_tiles_to_every_other_rank(group_results):
-    world_size, results = group_results
+def check_traffic(results):
     for index in range(len(results[0]["parity"])):
         reports = [rank_results["parity"][index]["report"] for rank_results in results]
         assert sum(report["sent"] for report in reports) == sum(report["received"] for report in reports)
         assert all(report["sent"] > 0 and report["received"] > 0 for report in reports)
 
 
-def test_bad_inputs_raise_clear_errors_on_every_rank(group_results):
-    world_size, results = group_results
+def check_bad_inputs(world_size, results):
     for rank, rank_results in enumerate(results):
         errors = rank_results["errors"]
         assert errors["tiling disabled"].startswith("ValueError: tiling is disabled on this AutoencoderKL")
@@ -261,8 +268,7 @@ def test_bad_inputs_raise_clear_errors_on_every_rank(group_results):
             assert "out of memory (injected)" in errors["rank fails"]
 
 
-def test_fewer_tiles_than_ranks_and_results_on_one_rank(group_results):
-    world_size, results = group_results
+def check_small_input_and_dst(results):
     for rank, rank_results in enumerate(results):
         errors = rank_results["errors"]
         assert errors["one tile"]["equal"] and errors["one tile"]["tiles"] == 1
@@ -276,8 +282,7 @@ def test_fewer_tiles_than_ranks_and_results_on_one_rank(group_results):
     assert sum(rank_results["errors"]["one tile"]["own_tiles"] for rank_results in results) == 1
 
 
-def test_a_dying_rank_makes_the_others_raise_not_hang(group_results):
-    world_size, results = group_results
+def check_dying_rank(world_size, results):
     for rank in range(world_size - 1):
         error = results[rank]["dying"]["error"]
         assert error.startswith("ParallelDecodeError: a rank did not finish its tiles within 5 s"), error
