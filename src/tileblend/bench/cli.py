@@ -1,9 +1,9 @@
 """`tileblend bench KIND`: one subcommand per benchmark module."""
 
-from . import blend, compile, decode, pipeline
+from . import blend, compile, decode, parallel, pipeline
 
 
-BENCHMARKS = (blend, decode, pipeline, compile)
+BENCHMARKS = (blend, decode, pipeline, compile, parallel)
 
 
 def add_parser(subparsers) -> None:

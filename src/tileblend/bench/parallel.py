@@ -1,0 +1,228 @@
+"""`tileblend bench parallel`: single-device tiled decode vs the same decode split over N processes.
+
+Both arms decode the same seeded random latents with the same seeded random weights (the VAEs and presets of
+`tileblend bench decode`) under `tileblend.enable()`. Arm "single" is one plain process calling `vae.decode`; arm
+"parallel" is `torchrun --nproc-per-node N` calling `tileblend.parallel.decode` on a gloo (CPU) or NCCL (CUDA, one GPU
+per rank) group. Each arm reports its median time, the peak memory of each process, and the parallel arm the bytes of
+decoded tiles each rank sent and received; the outputs are compared bit for bit.
+
+This module is also the worker: `python -m tileblend.bench.parallel --config JSON --out DIR`, alone or under torchrun.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from ..compare import bitwise_equal
+from ..timing import synchronize
+from . import decode, protocol
+
+
+WORKER_MODULE = "tileblend.bench.parallel"
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "parallel",
+        help="tiled VAE decode on one device vs split over N processes (tileblend.parallel, torchrun)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    default_device = "cuda" if torch.cuda.is_available() else "cpu"
+    parser.add_argument("--preset", choices=list(decode.PRESETS), default="wan", help="workload (default: wan)")
+    parser.add_argument("--nproc", type=int, default=2, help="processes of the parallel arm (default: 2)")
+    parser.add_argument("--size", type=int, help="output height and width in pixels (default: the preset's)")
+    parser.add_argument("--tile", type=int, help="VAE tile size in pixels (default: the preset's)")
+    parser.add_argument("--frames", type=int, help="frames of the clip, video presets only (default: the preset's)")
+    parser.add_argument("--device", default=default_device, help=f"cpu or cuda (default: {default_device})")
+    parser.add_argument("--dtype", choices=list(protocol.DTYPES), default="float32", help="model and input dtype")
+    parser.add_argument("--reps", type=int, default=3, help="timed decodes per arm (default: 3)")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed decodes per arm first (default: 1)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random weights and latents")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads per process (default: 1)")
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds an arm may run (default: 3600)")
+    parser.add_argument("--json", metavar="PATH", help="write the per-rank results and the summary as JSON")
+    parser.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run both arms; returns 1 if their outputs differ, 2 on a usage error."""
+    preset = decode.PRESETS[args.preset]
+    if args.frames is not None and preset.frames is None:
+        print(f"--frames applies to video presets only, not {args.preset}", file=sys.stderr)
+        return 2
+    if args.nproc < 2 or args.reps < 1 or args.warmup < 0:
+        print("--nproc must be at least 2, --reps at least 1, --warmup at least 0", file=sys.stderr)
+        return 2
+    config = {
+        "preset": args.preset,
+        "vae": preset.vae,
+        "size": args.size or preset.size,
+        "frames": args.frames or preset.frames,
+        "tile": args.tile or preset.tile,
+        "device": args.device,
+        "dtype": args.dtype,
+        "seed": args.seed,
+        "threads": args.threads,
+        "warmup": args.warmup,
+        "reps": args.reps,
+    }
+    clip = f"{config['frames']} frames of " if config["frames"] else ""
+    title = (
+        f"tileblend bench parallel: preset {args.preset}, {clip}{config['size']}x{config['size']}, "
+        f"{config['tile']}-px tiles, {args.dtype} on {args.device}, {args.threads} thread(s) per process"
+    )
+    print(title, flush=True)
+    with tempfile.TemporaryDirectory(prefix="tileblend-parallel-") as tmp:
+        single = _run_arm(config, 1, Path(tmp, "single"), args.timeout)
+        print(f"single: median {single[0]['median_ms']:.1f} ms", flush=True)
+        ranks = _run_arm(config, args.nproc, Path(tmp, "parallel"), args.timeout)
+        outputs_equal = bitwise_equal(
+            torch.load(Path(tmp, "single", "output.pt")), torch.load(Path(tmp, "parallel", "output.pt"))
+        )
+    summary = {
+        "single_median_ms": single[0]["median_ms"],
+        "parallel_median_ms": max(rank["median_ms"] for rank in ranks),
+        "outputs_equal": outputs_equal,
+    }
+    summary["speedup"] = summary["single_median_ms"] / summary["parallel_median_ms"]
+    print(format_summary(single[0], ranks, summary))
+    if args.json:
+        record = {"benchmark": "parallel", "title": title, "config": config, "single": single[0], "ranks": ranks}
+        record |= protocol.environment(config) | summary
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(record, indent=2), encoding="utf-8")
+    if not outputs_equal:
+        print("MISMATCH: single-device and parallel outputs differ", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _run_arm(config: dict, nproc: int, out: Path, timeout: float) -> list[dict]:
+    """Start the worker (alone, or under torchrun for nproc > 1), wait, and return each rank's result."""
+    out.mkdir(parents=True)
+    worker = ["-m", WORKER_MODULE, "--config", json.dumps(config), "--out", str(out)]
+    if nproc > 1:
+        launcher = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc)]
+        command = [sys.executable, *launcher, *worker]
+    else:
+        command = [sys.executable, *worker]
+    env = dict(os.environ, OMP_NUM_THREADS=str(config["threads"]))
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH")])
+    )
+    completed = subprocess.run(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(
+            f"the {nproc}-process arm failed (exit {completed.returncode}):\n{completed.stdout[-4000:]}"
+        )
+    return [json.loads(Path(out, f"rank{rank}.json").read_text(encoding="utf-8")) for rank in range(nproc)]
+
+
+def format_summary(single: dict, ranks: list[dict], summary: dict) -> str:
+    """The table: one row for the single process, one per parallel rank, then speedup and bitwise equality."""
+    header = f"{'process':<14} {'median ms':>10} {'tiles':>7} {'sent':>12} {'received':>12} {'peak memory':>12}"
+    lines = ["", header, "-" * len(header)]
+    lines.append(
+        f"{'single':<14} {single['median_ms']:>10.1f} {single['tiles']:>7} {'-':>12} {'-':>12} "
+        f"{protocol.format_bytes(single['peak_memory_bytes']):>12}"
+    )
+    for rank, result in enumerate(ranks):
+        report = result["report"]
+        lines.append(
+            f"{'rank ' + str(rank):<14} {result['median_ms']:>10.1f} {report['own_tiles']:>7} "
+            f"{_bytes(report['sent']):>12} {_bytes(report['received']):>12} "
+            f"{protocol.format_bytes(result['peak_memory_bytes']):>12}"
+        )
+    lines.append(
+        f"\nspeedup single/parallel (medians; parallel: slowest rank): {summary['speedup']:.3f}x on {len(ranks)} "
+        f"processes"
+    )
+    lines.append(f"peak memory: {ranks[0]['peak_memory_kind']}; sent/received: bytes of decoded tiles per call")
+    lines.append(f"outputs bitwise equal: {'yes' if summary['outputs_equal'] else 'NO'}")
+    return "\n".join(lines)
+
+
+def _bytes(count: int) -> str:
+    return f"{count / 2**20:.2f} MiB"
+
+
+# Worker side.
+
+
+def worker_main(argv: list[str] | None = None) -> int:
+    import torch.distributed as dist
+
+    import tileblend
+    import tileblend.parallel
+
+    parser = argparse.ArgumentParser(description="One process of `tileblend bench parallel` (started by it).")
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    config = json.loads(args.config)
+    torch.set_num_threads(config["threads"])
+    parallel = "WORLD_SIZE" in os.environ
+    device = torch.device(config["device"])
+    if parallel and device.type == "cuda":
+        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        torch.cuda.set_device(device)
+    if parallel:
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    rank = dist.get_rank() if parallel else 0
+    tileblend.enable()
+
+    vae = decode.build_vae(config["vae"], config["tile"], device, protocol.DTYPES[config["dtype"]], config["seed"])
+    generator = torch.Generator().manual_seed(config["seed"] + 1)
+    latents = torch.randn(decode.latent_shape(vae, config["size"], config["frames"]), generator=generator)
+    latents = latents.to(device, protocol.DTYPES[config["dtype"]])
+    report = {}
+
+    def run():
+        report.clear()
+        if parallel:
+            return tileblend.parallel.decode(vae, latents, report=report).sample
+        return vae.decode(latents).sample
+
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    samples = []
+    with torch.inference_mode():
+        for index in range(config["warmup"] + config["reps"]):
+            if parallel:
+                dist.barrier()
+            synchronize(device)
+            begin = time.perf_counter()
+            output = run()
+            synchronize(device)
+            if index >= config["warmup"]:
+                samples.append(time.perf_counter() - begin)
+    peak, peak_kind = protocol.peak_memory_bytes(device)
+    if rank == 0:
+        torch.save(output.detach().cpu(), Path(args.out, "output.pt"))
+    result = {
+        "samples_ms": [sample * 1e3 for sample in samples],
+        "median_ms": statistics.median(samples) * 1e3,
+        "peak_memory_bytes": peak,
+        "peak_memory_kind": peak_kind,
+        "report": report,
+        "tiles": report.get("tiles", "-"),
+    }
+    Path(args.out, f"rank{rank}.json").write_text(json.dumps(result), encoding="utf-8")
+    if parallel:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(worker_main())

@@ -1,0 +1,113 @@
+"""Tiled VAE decode and encode split over the ranks of a `torch.distributed` process group, bit for bit.
+
+    import torch.distributed as dist
+    import tileblend.parallel
+
+    dist.init_process_group("nccl")              # or "gloo" on CPUs; launch with torchrun --nproc-per-node N
+    vae.enable_tiling()
+    frames = tileblend.parallel.decode(vae, latents).sample        # every rank gets the result
+    with tileblend.parallel.tiled(vae):                            # or: a pipeline's own vae.decode calls
+        video = pipe(prompt, output_type="pt").frames
+
+Each rank computes the tiles assigned to it (balanced by their output size), the decoded tiles travel to the
+blending rank(s), and there the model's own tiled decode blends them (with `tileblend.blend`), crops and concatenates.
+The result equals the same model's single-device tiled decode bit for bit. The classes and how each splits are in
+docs/parallel.md; `SPLITS` holds them, `UNSUPPORTED` the reasons for the paths that cannot be split.
+"""
+
+import contextlib
+import datetime
+
+import torch.distributed as dist
+
+from .exchange import ParallelDecodeError
+from .passes import DEFAULT_TIMEOUT, run_parallel
+from .splits import SPLITS, UNSUPPORTED, Split, split_of
+
+
+__all__ = ["ParallelDecodeError", "SPLITS", "UNSUPPORTED", "Split", "decode", "encode", "split_of", "tiled"]
+
+
+def _group(group):
+    if not dist.is_available() or not dist.is_initialized():
+        raise RuntimeError(
+            "tileblend.parallel needs an initialized process group: call torch.distributed.init_process_group() "
+            "(launch with torchrun --nproc-per-node N)"
+        )
+    return dist.group.WORLD if group is None else group
+
+
+def decode(
+    vae,
+    latents,
+    *args,
+    group=None,
+    dst: int | None = None,
+    timeout: datetime.timedelta = DEFAULT_TIMEOUT,
+    report: dict | None = None,
+    **kwargs,
+):
+    """`vae.decode(latents, *args, **kwargs)` with its tiles split over the ranks of `group`.
+
+    Every rank must call it with the same latents (checked: different inputs raise `ParallelDecodeError` on all).
+
+    Args:
+        group: the process group (default: the default group). A group of one runs the plain `vae.decode`.
+        dst: the rank (in `group`) that gets the result; the others return None and never hold the whole output.
+            None (the default): every rank gets it.
+        timeout: how long a rank waits for the others to finish their tiles (gloo: a `monitored_barrier` names the
+            ranks that did not come); a rank that raised makes every rank raise `ParallelDecodeError` at once.
+        report: a dict that gets what this rank did: "tiles" (of the whole pass), "own_tiles" (computed here),
+            "sent" and "received" (bytes of decoded tiles).
+
+    Returns:
+        What `vae.decode` returns, on the receiving rank(s); None on the others.
+    """
+    return run_parallel(
+        vae, "decode", latents, args, kwargs, group=_group(group), dst=dst, timeout=timeout, report=report
+    )
+
+
+def encode(
+    vae,
+    sample,
+    *args,
+    group=None,
+    dst: int | None = None,
+    timeout: datetime.timedelta = DEFAULT_TIMEOUT,
+    report: dict | None = None,
+    **kwargs,
+):
+    """`vae.encode(sample, *args, **kwargs)` with its tiles split over the ranks of `group`; arguments as `decode`."""
+    return run_parallel(
+        vae, "encode", sample, args, kwargs, group=_group(group), dst=dst, timeout=timeout, report=report
+    )
+
+
+@contextlib.contextmanager
+def tiled(vae, group=None, dst: int | None = None, timeout: datetime.timedelta = DEFAULT_TIMEOUT):
+    """Inside the block, `vae.decode` and `vae.encode` (where the class splits) run split over `group`'s ranks.
+
+    For pipelines, which call `vae.decode` themselves: `with tileblend.parallel.tiled(pipe.vae): pipe(...)`.
+    """
+    group = _group(group)
+    replaced = {}
+    for path, function in (("decode", decode), ("encode", encode)):
+        if (type(vae).__name__, path) in SPLITS:
+
+            def parallel(x, *args, _function=function, **kwargs):
+                return _function(vae, x, *args, group=group, dst=dst, timeout=timeout, **kwargs)
+
+            replaced[path] = parallel
+    if not replaced:
+        split_of(vae, "decode")  # raises, naming the class and why
+    saved = {path: vae.__dict__.get(path) for path in replaced}
+    vae.__dict__.update(replaced)
+    try:
+        yield vae
+    finally:
+        for path, value in saved.items():
+            if value is None:
+                del vae.__dict__[path]
+            else:
+                vae.__dict__[path] = value

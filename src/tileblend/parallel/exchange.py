@@ -1,0 +1,158 @@
+"""What the ranks send each other: an input fingerprint, a status after the tiles, and the tiles' outputs.
+
+Each rank packs the outputs of the calls it computed into one flat byte buffer, in call order; every rank knows every
+buffer's layout from the plan. With a destination rank, each other rank sends its buffer to it (point to point);
+without one, each buffer is broadcast from its rank to all. Bytes are sent as `uint8`, so every dtype travels as is
+on gloo and NCCL.
+"""
+
+import datetime
+
+import torch
+import torch.distributed as dist
+
+from .tiles import Plan
+
+
+ALIGNMENT = 16
+"""Each output starts at a multiple of this many bytes in a buffer, so its dtype view is aligned."""
+
+
+class ParallelDecodeError(RuntimeError):
+    """A rank failed, timed out, or was given an input that differs from the other ranks'."""
+
+
+def comm_device(group, device: torch.device) -> torch.device:
+    """The device the group's backend sends from: the CPU for gloo, the tensors' own device otherwise (NCCL)."""
+    return torch.device("cpu") if dist.get_backend(group) == "gloo" else device
+
+
+def _same_on_all_ranks(values: torch.Tensor, group) -> bool:
+    both = torch.cat([values, -values])
+    dist.all_reduce(both, op=dist.ReduceOp.MAX, group=group)
+    return torch.equal(both[: len(values)], -both[len(values) :])
+
+
+def fingerprint(x: torch.Tensor) -> torch.Tensor:
+    """A few float64 numbers that differ, with high probability, between different inputs.
+
+    The shape and dtype, and three sums over the values (plain, squared, position-weighted). It
+    is a cheap check, not a hash: it reads the input once.
+    """
+    values = torch.nan_to_num(x.detach().to(torch.float64).flatten())
+    positions = torch.arange(1, values.numel() + 1, dtype=torch.float64, device=values.device)
+    sums = torch.stack([values.sum(), values.square().sum(), (values * positions).sum()]).cpu()
+    header = torch.tensor([x.dim(), x.dtype.itemsize, x.dtype.is_floating_point, *x.shape][:16], dtype=torch.float64)
+    return torch.cat([header, torch.zeros(16 - len(header), dtype=torch.float64), sums])
+
+
+def check_same_input(x: torch.Tensor, group, device: torch.device) -> None:
+    """Raise `ParallelDecodeError` on every rank unless all ranks were given the same input (one all_reduce)."""
+    if not _same_on_all_ranks(fingerprint(x).to(device), group):
+        raise ParallelDecodeError(
+            "the ranks were given different inputs (shape or values differ): every rank must pass the same latents "
+            "to tileblend.parallel"
+        )
+
+
+def check_status(error: BaseException | None, group, device: torch.device, timeout: datetime.timedelta) -> None:
+    """Tell every rank whether each rank computed its tiles; raise on all of them if one did not.
+
+    On gloo a `monitored_barrier` first waits at most `timeout` for every rank and names the ones that never come (a
+    rank that died or hangs). Then one all_reduce gathers who failed.
+    """
+    if dist.get_backend(group) == "gloo":
+        try:
+            dist.monitored_barrier(group=group, timeout=timeout, wait_all_ranks=True)
+        except RuntimeError as barrier_error:
+            raise ParallelDecodeError(
+                f"a rank did not finish its tiles within {timeout.total_seconds():g} s (it died or hangs): "
+                f"{barrier_error}"
+            ) from error
+    world_size = dist.get_world_size(group)
+    failed = torch.zeros(world_size, dtype=torch.float64, device=device)
+    failed[dist.get_rank(group)] = 1.0 if error is not None else 0.0
+    dist.all_reduce(failed, op=dist.ReduceOp.MAX, group=group)
+    ranks = [rank for rank in range(world_size) if failed[rank] > 0]
+    if ranks:
+        reason = f": {type(error).__name__}: {error}" if error is not None else ""
+        raise ParallelDecodeError(f"rank(s) {ranks} failed while computing their tiles{reason}") from error
+
+
+def layout(plan: Plan, rank: int) -> tuple[list[int], list[int], int]:
+    """`rank`'s buffer: the indices of the calls it holds, their byte offsets, and its total size."""
+    indices = plan.owned(rank)
+    offsets, size = [], 0
+    for index in indices:
+        offsets.append(size)
+        size += -(-plan.calls[index].nbytes // ALIGNMENT) * ALIGNMENT
+    return indices, offsets, size
+
+
+def pack(plan: Plan, rank: int, outputs: dict[int, torch.Tensor], device: torch.device) -> torch.Tensor:
+    """`rank`'s computed outputs, copied into its flat byte buffer on `device`."""
+    indices, offsets, size = layout(plan, rank)
+    buffer = torch.empty(size, dtype=torch.uint8, device=device)
+    for index, offset in zip(indices, offsets):
+        data = outputs[index].contiguous().view(-1).view(torch.uint8)
+        buffer[offset : offset + data.numel()].copy_(data)
+    return buffer
+
+
+def unpack(plan: Plan, rank: int, buffer: torch.Tensor, device: torch.device) -> dict[int, torch.Tensor]:
+    """The outputs held in `rank`'s buffer, by call index, as tensors of their shape and dtype on `device`."""
+    indices, offsets, _ = layout(plan, rank)
+    buffer = buffer.to(device)
+    outputs = {}
+    for index, offset in zip(indices, offsets):
+        call = plan.calls[index]
+        data = buffer[offset : offset + call.nbytes]
+        outputs[index] = data.view(call.dtype).view(call.shape)
+    return outputs
+
+
+def send_outputs(plan, outputs, group, device, dst: int | None, report: dict | None) -> dict[int, torch.Tensor]:
+    """Move the computed outputs to the blending rank(s); returns every output on those ranks, none elsewhere.
+
+    `report`, if given, gets the bytes this rank sent and received added to its "sent" and "received".
+    """
+    rank, world_size = dist.get_rank(group), dist.get_world_size(group)
+    send_device = comm_device(group, device)
+    receivers = list(range(world_size)) if dst is None else [dst]
+    received = dict(outputs) if rank in receivers else {}
+    own = pack(plan, rank, outputs, send_device)
+    traffic = {"sent": own.numel() * len([receiver for receiver in receivers if receiver != rank]), "received": 0}
+    if dst is None:
+        for source in range(world_size):
+            buffer = (
+                own if source == rank else torch.empty(layout(plan, source)[2], dtype=torch.uint8, device=send_device)
+            )
+            if buffer.numel() == 0:
+                continue
+            dist.broadcast(buffer, src=dist.get_global_rank(group, source), group=group)
+            if source != rank:
+                traffic["received"] += buffer.numel()
+                received |= unpack(plan, source, buffer, device)
+        _add(report, traffic)
+        return received
+    if rank != dst:
+        if own.numel():
+            dist.send(own, dst=dist.get_global_rank(group, dst), group=group)
+        _add(report, traffic)
+        return {}
+    for source in range(world_size):
+        size = layout(plan, source)[2]
+        if source == rank or size == 0:
+            continue
+        buffer = torch.empty(size, dtype=torch.uint8, device=send_device)
+        dist.recv(buffer, src=dist.get_global_rank(group, source), group=group)
+        traffic["received"] += size
+        received |= unpack(plan, source, buffer, device)
+    _add(report, traffic)
+    return received
+
+
+def _add(report: dict | None, traffic: dict) -> None:
+    if report is not None:
+        for key, count in traffic.items():
+            report[key] = report.get(key, 0) + count

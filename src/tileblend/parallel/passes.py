@@ -1,0 +1,181 @@
+"""Run a model's own tiled encode or decode across the ranks of a process group.
+
+Every rank runs the model's public `decode` (or `encode`) three times, with the per-tile callables of its `Split`
+intercepted (`tileblend.parallel.tiles.intercept`):
+
+1. plan (on the group's first rank, then sent to all; cached per model and input shape): on the meta device, to
+   learn the calls, their tiles and output shapes; tiles are assigned to ranks;
+2. compute: a rank runs the calls of its own tiles and gets a memory-free placeholder for the others; the blends
+   are no-ops in this pass, so placeholders are never written and computed outputs stay as the callable returned them;
+3. replay (on the blending ranks only, after the outputs travelled): every per-tile call returns the output computed
+   for it, so the model's own blends (`tileblend.blend`), crops and concatenations build the result.
+
+The random generators (the global ones and a `generator` argument) are set back before each pass and left as one
+single-device pass leaves them.
+"""
+
+import datetime
+import weakref
+
+import torch
+import torch.distributed as dist
+
+from ..patch import enabled
+from . import exchange
+from .splits import split_of
+from .tiles import Plan, assign, intercept, payload, plan_pass, signature, silent_blends, tile_costs
+
+
+DEFAULT_TIMEOUT = datetime.timedelta(minutes=10)
+
+
+class _RandomState:
+    """The state of the generators a pass may draw from: the CPU's, `device`'s (CUDA) and a `generator` argument."""
+
+    def __init__(self, device: torch.device, generator: torch.Generator | None):
+        self.device, self.generator = device, generator
+        self.saved = self.read()
+
+    def read(self):
+        cuda = torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None
+        return torch.get_rng_state(), cuda, None if self.generator is None else self.generator.get_state()
+
+    def write(self, state) -> None:
+        cpu, cuda, generator = state
+        torch.set_rng_state(cpu)
+        if cuda is not None:
+            torch.cuda.set_rng_state(cuda, self.device)
+        if generator is not None:
+            self.generator.set_state(generator)
+
+
+def _run(model, path: str, x: torch.Tensor, args, kwargs):
+    """The class's own `encode`/`decode` (not an instance attribute that `tileblend.parallel.tiled` installs)."""
+    return getattr(type(model), path)(model, x, *args, **kwargs)
+
+
+def run_parallel(model, path: str, x: torch.Tensor, args, kwargs, *, group, dst, timeout, report=None):
+    """Run `model.<path>(x, *args, **kwargs)` ("encode" or "decode") split over `group`; see `tileblend.parallel`."""
+    if not getattr(model, "use_tiling", False):
+        raise ValueError(
+            f"tiling is disabled on this {type(model).__name__}: call enable_tiling() before a parallel tiled {path}"
+        )
+    split = split_of(model, path)
+    rank, world_size = dist.get_rank(group), dist.get_world_size(group)
+    if world_size == 1:
+        with torch.no_grad():
+            return _run(model, path, x, args, kwargs)
+    if dst is not None and not 0 <= dst < world_size:
+        raise ValueError(f"dst must be a rank of the group (0 to {world_size - 1}), got {dst}")
+    random_state = _RandomState(x.device, kwargs.get("generator"))
+
+    with torch.no_grad():
+        device = exchange.comm_device(group, x.device)
+        exchange.check_same_input(x, group, device)
+        calls = _shared_plan(model, split, path, x, args, kwargs, group)
+        plan = Plan(calls=tuple(calls), owners=assign(tile_costs(calls), world_size))
+        if report is not None:
+            report.update(tiles=plan.num_tiles, own_tiles=plan.owners.count(rank), sent=0, received=0)
+
+        random_state.write(random_state.saved)
+        outputs, error = {}, None
+        try:
+            outputs = _compute_pass(model, split, plan, rank, x.device, lambda: _run(model, path, x, args, kwargs))
+        except Exception as caught:  # every rank must reach the status check, or the others would wait for it
+            error = caught
+        after = random_state.read()
+        exchange.check_status(error, group, device, timeout)
+
+        received = exchange.send_outputs(plan, outputs, group, x.device, dst, report)
+        if dst is not None and rank != dst:
+            return None
+        random_state.write(random_state.saved)
+        result = _replay_pass(model, split, plan, received, x.device, lambda: _run(model, path, x, args, kwargs))
+        random_state.write(after)
+        return result
+
+
+_PLANS: "weakref.WeakKeyDictionary[torch.nn.Module, dict]" = weakref.WeakKeyDictionary()
+"""Per model: the calls of earlier plan passes, by everything their shapes depend on (`_plan_key`)."""
+
+
+def _plan_key(model, path: str, x: torch.Tensor, args, kwargs) -> tuple:
+    """The input's shape, dtype and device, the other arguments' signature, the model's dtypes and its plain
+    attributes (tile sizes, strides, `use_framewise_*`, ...): a plan made with the same key has the same calls."""
+    attributes = tuple(
+        sorted((name, value) for name, value in vars(model).items() if isinstance(value, (bool, int, float, str)))
+    )
+    dtypes = tuple(sorted({str(parameter.dtype) for parameter in model.parameters()}))
+    return (path, tuple(x.shape), x.dtype, str(x.device), signature(args, kwargs), dtypes, attributes)
+
+
+def _shared_plan(model, split, path: str, x: torch.Tensor, args, kwargs, group) -> list:
+    """The calls of `model`'s pass, planned on the group's first rank (or taken from its cache) and sent to all.
+
+    An error on the first rank is sent instead, and raised on every rank.
+    """
+    source = dist.get_global_rank(group, 0)
+    message = [None]
+    if dist.get_rank(group) == 0:
+        key = _plan_key(model, path, x, args, kwargs)
+        cache = _PLANS.setdefault(model, {})
+        try:
+            if key not in cache:
+                cache[key] = plan_pass(model, split, lambda z: _run(model, path, z, args, kwargs), x)
+            message = [cache[key]]
+        except Exception as error:
+            message = [exchange.ParallelDecodeError(f"planning the tiles on rank 0 failed: {error!r}")]
+    dist.broadcast_object_list(message, src=source, group=group)
+    if isinstance(message[0], Exception):
+        raise message[0]
+    return message[0]
+
+
+def _checked(plan: Plan, counter: list[int], path: str) -> int:
+    index = counter[0]
+    if index >= len(plan.calls) or plan.calls[index].path != path:
+        raise RuntimeError(
+            f"the model's calls changed between passes (call {index} is {path}): its tiled pass depends on values, "
+            "so it cannot be split over ranks"
+        )
+    counter[0] += 1
+    return index
+
+
+def _compute_pass(model, split, plan: Plan, rank: int, device, run) -> dict[int, torch.Tensor]:
+    outputs, counter = {}, [0]
+
+    def compute(path, original, args, kwargs):
+        index = _checked(plan, counter, path)
+        call = plan.calls[index]
+        if plan.owners[call.tile] != rank:
+            return call.structure(call.placeholder(device))
+        output = original(*args, **kwargs)
+        if tuple(payload(output).shape) != call.shape or payload(output).dtype != call.dtype:
+            raise RuntimeError(
+                f"call {index} ({path}) returned {tuple(payload(output).shape)} {payload(output).dtype}, the plan "
+                f"expected {call.shape} {call.dtype}"
+            )
+        if call.travels:
+            outputs[index] = payload(output)
+        return output
+
+    with intercept(model, split, compute), silent_blends(model):
+        run()
+    if counter[0] != len(plan.calls):
+        raise RuntimeError(f"the model made {counter[0]} per-tile calls, the plan {len(plan.calls)}")
+    return outputs
+
+
+def _replay_pass(model, split, plan: Plan, received: dict[int, torch.Tensor], device, run):
+    counter = [0]
+
+    def replay(path, original, args, kwargs):
+        index = _checked(plan, counter, path)
+        call = plan.calls[index]
+        if call.travels:
+            return call.structure(received[index])
+        return call.structure(call.placeholder(device))
+
+    with intercept(model, split, replay), enabled():
+        return run()

@@ -1,0 +1,323 @@
+"""`tileblend.parallel` on gloo: every supported registry model, split over 2 and 3 processes, bit for bit.
+
+One process group per world size (one test each, so that pytest-xdist never starts a group twice) runs every case in
+sequence (the parity of each supported model's tiled paths in float32 and bfloat16, then the error cases) and writes
+its results as JSON; the `check_*` functions read them. Each worker is this
+file run as a script, with one torch thread; the group has a hard timeout and is killed past it.
+
+Each case's grid has a number of tiles that is not a multiple of the world size (checked from the plan), see
+`grid_shape`; between the two world sizes every blend method of every supported path runs.
+"""
+
+import datetime
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+
+import tileblend.parallel
+from tileblend.models import MODELS, REGISTRY, build_model, make_input, run_path
+
+
+GROUP_TIMEOUT_S = 150
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def supported_cases() -> list[tuple[str, str]]:
+    """(registry name, path) of every tiled path that runs upstream and that tileblend.parallel splits."""
+    return [
+        (entry.name, path)
+        for entry in REGISTRY
+        for path, tiled in entry.paths().items()
+        if tiled.runs and (entry.class_name, path) in tileblend.parallel.SPLITS
+    ]
+
+
+BFLOAT16_MODELS = {"dc", "kl", "flux2", "consistency-decoder", "qwenimage", "qwenimage21", "wan", "magvit"}
+"""The models also run in bfloat16: every 4D image class, Wan, and one class per way of marking tiles (a per-call
+tile, `clear_cache`, `_clear_conv_cache`) and CogVideoX's encode (a `conv_cache` argument). bfloat16 convolutions
+are 5 to 20 times slower than float32 ones on a CPU; the other classes' bfloat16 cases would take minutes."""
+
+
+def parity_cases() -> list[tuple[str, str, str]]:
+    """(registry name, path, dtype name) of every case a group runs: all supported paths in float32, then bfloat16."""
+    cases = [(name, path, "float32") for name, path in supported_cases()]
+    bfloat16 = [(name, path) for name, path in supported_cases() if name in BFLOAT16_MODELS]
+    return cases + [(name, path, "bfloat16") for name, path in bfloat16 + [("cogvideox", "encode")]]
+
+
+def grid_shape(entry, path: str, world_size: int) -> tuple[int, ...]:
+    """The input of the case: the registry's, with its tile count moved off a multiple of `world_size`.
+
+    On 2 ranks (an odd count): 3 x 3 tiles where the registry has them, else one row of 3 (half the height, 1.5 times
+    the width), after the temporal tiles. On 3 ranks (not a multiple of 3): 2 x 2 spatial tiles and no temporal ones.
+    """
+    shape = list(entry.sample_shape if path == "encode" else entry.latent_shape)
+    temporal = "blend_t" in entry.paths()[path].blends
+    if world_size == 2 and entry.name not in NINE_TILES:
+        shape[-2:] = [shape[-2] // 2, shape[-1] * 3 // 2]
+    elif world_size == 3 and temporal:
+        shape[2] = {"encode": 5, "decode": 2}[path]
+    elif world_size == 3 and entry.name in NINE_TILES:
+        shape[-2:] = [size * 3 // 4 for size in shape[-2:]]
+    return tuple(shape)
+
+
+NINE_TILES = {"dc", "kl", "flux2", "kvae", "consistency-decoder"}
+"""Registry models whose registry inputs give 3 x 3 tiles (the others give 2 x 2 spatial tiles)."""
+
+
+# Worker side.
+
+
+def _digest(tensor: torch.Tensor) -> str:
+    return hashlib.sha256(tensor.detach().contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
+
+
+def _output(model, entry, path, x, **options):
+    from tileblend.models import _tensor_of
+
+    function = tileblend.parallel.decode if path == "decode" else tileblend.parallel.encode
+    kwargs = (
+        {"generator": torch.Generator().manual_seed(0)} if path == "decode" and entry.decode_uses_generator else {}
+    )
+    report = {}
+    with torch.no_grad():
+        output = function(model, x, report=report, **kwargs, **options)
+    return (None if output is None else _tensor_of(output)), report
+
+
+def _parity_case(name, path, dtype_name, rank, world_size, reference: bool) -> dict:
+    from tileblend.calls import record_blends
+
+    entry, dtype = MODELS[name], DTYPES[dtype_name]
+    model = build_model(entry, dtype)
+    x = torch.randn(grid_shape(entry, path, world_size), generator=torch.Generator().manual_seed(0)).to(dtype)
+    result = {"name": name, "path": path, "dtype": dtype_name}
+    if reference:
+        with record_blends(type(model)) as calls:
+            result["reference"] = _digest(run_path(model, entry, path, x))
+        result["reference_blends"] = calls.counts()
+    with record_blends(type(model)) as calls:
+        output, report = _output(model, entry, path, x)
+    result |= {"digest": _digest(output), "blends": calls.counts(), "report": report}
+    return result
+
+
+def _error_cases(rank, world_size) -> dict:
+    """Each bad input, by name: the error message this rank got, or "no error"; plus the cases that must work."""
+    entry = MODELS["kl"]
+    model = build_model(entry)
+    x = make_input(entry, "decode")
+    results = {}
+
+    def attempt(case, function):
+        try:
+            function()
+            results[case] = "no error"
+        except Exception as error:
+            results[case] = f"{type(error).__name__}: {error}"
+
+    model.disable_tiling()
+    attempt("tiling disabled", lambda: _output(model, entry, "decode", x))
+    model.enable_tiling()
+    attempt("different inputs", lambda: _output(model, entry, "decode", x + rank))
+
+    def failing_decoder(*args, **kwargs):
+        raise RuntimeError("out of memory (injected)")
+
+    model.decoder.forward = failing_decoder if rank == world_size - 1 else model.decoder.forward
+    attempt("rank fails", lambda: _output(model, entry, "decode", x))
+    del model.decoder.forward
+
+    small = x[..., :8, :8]  # smaller than one 16-latent tile: one tile, fewer tiles than ranks
+    output, report = _output(model, entry, "decode", small)
+    results["one tile"] = {"equal": _digest(output) == _digest(run_path(model, entry, "decode", small))}
+    results["one tile"] |= {"tiles": report["tiles"], "own_tiles": report["own_tiles"]}
+
+    output, report = _output(model, entry, "decode", x, dst=1)
+    results["dst"] = {"none": output is None, "report": report}
+    if output is not None:
+        results["dst"]["equal"] = _digest(output) == _digest(run_path(model, entry, "decode", x))
+
+    with tileblend.parallel.tiled(model):
+        results["tiled"] = _digest(model.decode(x).sample) == _digest(run_path(model, entry, "decode", x))
+    return results
+
+
+def _dying_rank(rank, world_size) -> dict:
+    """The last rank exits inside its first tile; the others must raise within the timeout, not hang."""
+    entry = MODELS["kl"]
+    model = build_model(entry)
+    x = make_input(entry, "decode")
+    if rank == world_size - 1:
+
+        def dying_decoder(*args, **kwargs):
+            os._exit(3)
+
+        model.decoder.forward = dying_decoder
+    try:
+        _output(model, entry, "decode", x, timeout=datetime.timedelta(seconds=5))
+        return {"error": "no error"}
+    except Exception as error:
+        return {"error": f"{type(error).__name__}: {error}"}
+
+
+def worker_main(rank: int, world_size: int, port: int, out: str) -> None:
+    torch.set_num_threads(1)
+    os.environ |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    dist.init_process_group("gloo", rank=rank, world_size=world_size, timeout=datetime.timedelta(seconds=60))
+    tileblend.enable()
+    results = {"parity": [], "errors": None, "dying": None}
+    for index, (name, path, dtype_name) in enumerate(parity_cases()):
+        results["parity"].append(_parity_case(name, path, dtype_name, rank, world_size, index % world_size == rank))
+    results["errors"] = _error_cases(rank, world_size)
+    Path(out, f"rank{rank}.json").write_text(json.dumps(results))
+    results["dying"] = _dying_rank(rank, world_size)
+    Path(out, f"rank{rank}.json").write_text(json.dumps(results))
+    os._exit(0)  # the group lost a rank: skip destroy_process_group, which would wait for it
+
+
+# Test side.
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run_group(world_size: int, out: Path) -> list[dict]:
+    """Start the group's processes, wait at most GROUP_TIMEOUT_S (then kill them), and return each rank's results."""
+    port = _free_port()
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    workers = [
+        subprocess.Popen(
+            [sys.executable, __file__, str(rank), str(world_size), str(port), str(out)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for rank in range(world_size)
+    ]
+    logs = []
+    try:
+        for worker in workers:
+            logs.append(worker.communicate(timeout=GROUP_TIMEOUT_S)[0])
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+    results = []
+    for rank in range(world_size):
+        path = out / f"rank{rank}.json"
+        assert path.exists(), f"rank {rank} wrote no results:\n" + "\n".join(log[-3000:] for log in logs)
+        results.append(json.loads(path.read_text()))
+    return results
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_gloo_group_matches_single_device_bit_for_bit_and_refuses_bad_input(world_size, tmp_path):
+    # One group per world size runs every case (process start-up dominates); the checks below each read one part.
+    results = run_group(world_size, tmp_path)
+    check_parity(world_size, results)
+    check_traffic(results)
+    check_bad_inputs(world_size, results)
+    check_small_input_and_dst(results)
+    check_dying_rank(world_size, results)
+
+
+def check_parity(world_size, results):
+    assert [tuple(case[key] for key in ("name", "path", "dtype")) for case in results[0]["parity"]] == parity_cases()
+    for index, case in enumerate(results[0]["parity"]):
+        label = f"{case['name']} {case['path']} {case['dtype']}"
+        reference = results[index % world_size]["parity"][index]
+        assert reference["reference_blends"], label  # the single-device pass blended
+        assert case["report"]["tiles"] % world_size != 0, label
+        for rank_results in results:
+            mine = rank_results["parity"][index]
+            assert mine["digest"] == reference["reference"], f"{label}: differs from single-device tiled"
+            assert mine["blends"] == reference["reference_blends"], label
+        own = [rank_results["parity"][index]["report"]["own_tiles"] for rank_results in results]
+        assert sum(own) == case["report"]["tiles"] and min(own) > 0, label  # every tile once, every rank works
+
+
+def check_traffic(results):
+    for index in range(len(results[0]["parity"])):
+        reports = [rank_results["parity"][index]["report"] for rank_results in results]
+        assert sum(report["sent"] for report in reports) == sum(report["received"] for report in reports)
+        assert all(report["sent"] > 0 and report["received"] > 0 for report in reports)
+
+
+def check_bad_inputs(world_size, results):
+    for rank, rank_results in enumerate(results):
+        errors = rank_results["errors"]
+        assert errors["tiling disabled"].startswith("ValueError: tiling is disabled on this AutoencoderKL")
+        assert errors["different inputs"].startswith("ParallelDecodeError: the ranks were given different inputs")
+        assert errors["rank fails"].startswith(f"ParallelDecodeError: rank(s) [{world_size - 1}] failed")
+        if rank == world_size - 1:
+            assert "out of memory (injected)" in errors["rank fails"]
+
+
+def check_small_input_and_dst(results):
+    for rank, rank_results in enumerate(results):
+        errors = rank_results["errors"]
+        assert errors["one tile"]["equal"] and errors["one tile"]["tiles"] == 1
+        assert errors["tiled"] is True
+        dst = errors["dst"]
+        assert dst["none"] is (rank != 1)
+        if rank == 1:
+            assert dst["equal"] is True and dst["report"]["sent"] == 0
+        else:
+            assert dst["report"]["received"] == 0
+    assert sum(rank_results["errors"]["one tile"]["own_tiles"] for rank_results in results) == 1
+
+
+def check_dying_rank(world_size, results):
+    for rank in range(world_size - 1):
+        error = results[rank]["dying"]["error"]
+        assert error.startswith("ParallelDecodeError: a rank did not finish its tiles within 5 s"), error
+
+
+def test_tiles_go_costliest_first_to_the_least_loaded_rank():
+    from tileblend.parallel.tiles import assign
+
+    assert assign([5, 1, 4, 3], 2) == (0, 0, 1, 1)  # 5 -> rank 0, 4 -> rank 1, 3 -> rank 1 (4 < 5), 1 -> rank 0
+    assert assign([2, 2, 2], 3) == (0, 1, 2) and assign([7], 3) == (0,)
+
+
+def test_unsupported_paths_name_the_class_and_the_reason():
+    consistency = build_model(MODELS["consistency-decoder"])
+    with pytest.raises(NotImplementedError, match="ConsistencyDecoderVAE's tiled decode: its decode samples"):
+        tileblend.parallel.split_of(consistency, "decode")
+    assert tileblend.parallel.split_of(consistency, "encode").travel == ("encoder",)
+
+
+def test_world_of_one_runs_the_plain_path_and_unsupported_classes_are_named():
+    entry = MODELS["kl"]
+    model, x = build_model(entry), make_input(entry, "decode")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        report = {}
+        output = tileblend.parallel.decode(model, x, report=report).sample
+        assert torch.equal(output, run_path(model, entry, "decode", x)) and report == {}
+        vidtok = build_model(MODELS["vidtok"])
+        with pytest.raises(NotImplementedError, match="cannot split AutoencoderVidTok's tiled decode: its causal"):
+            tileblend.parallel.decode(vidtok, make_input(MODELS["vidtok"], "decode"))
+    finally:
+        dist.destroy_process_group()
+    with pytest.raises(RuntimeError, match="needs an initialized process group"):
+        tileblend.parallel.decode(model, x)
+
+
+if __name__ == "__main__":
+    worker_main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])

@@ -1,0 +1,68 @@
+"""`tileblend bench parallel` and examples/parallel_decode.py, at tiny sizes on gloo (a few processes each)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tileblend.cli import main as tileblend
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def test_parallel_benchmark_reports_both_arms_and_equal_outputs(tmp_path, capsys):
+    record_path = tmp_path / "parallel.json"
+    code = tileblend(
+        ["bench", "parallel", "--preset", "small", "--size", "128", "--nproc", "2", "--device", "cpu"]
+        + ["--reps", "1", "--warmup", "0", "--timeout", "300", "--json", str(record_path)]
+    )
+    record = json.loads(record_path.read_text())
+
+    assert code == 0
+    assert record["outputs_equal"] is True
+    assert "outputs bitwise equal: yes" in capsys.readouterr().out
+    assert len(record["ranks"]) == 2 and record["single"]["median_ms"] > 0
+    reports = [rank["report"] for rank in record["ranks"]]
+    assert reports[0]["tiles"] == 9 and sum(report["own_tiles"] for report in reports) == 9
+    assert reports[0]["sent"] == reports[1]["received"] > 0 and reports[1]["sent"] == reports[0]["received"] > 0
+    assert all(rank["peak_memory_bytes"] > 0 for rank in record["ranks"])
+    assert record["speedup"] == record["single_median_ms"] / record["parallel_median_ms"]
+
+
+def test_parallel_benchmark_refuses_one_process():
+    assert tileblend(["bench", "parallel", "--preset", "small", "--nproc", "1"]) == 2
+
+
+def test_parallel_decode_example_under_torchrun():
+    completed = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+        + [str(EXAMPLES / "parallel_decode.py"), "--size", "128"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore"),
+    )
+
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "bitwise equal to the single-device tiled decode: yes" in completed.stdout
+    assert "rank 1: " in completed.stdout and " of 9 tiles" in completed.stdout
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_parallel_decode_example_on_nccl():
+    completed = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+        + [str(EXAMPLES / "parallel_decode.py"), "--size", "512", "--device", "cuda"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "bitwise equal to the single-device tiled decode: yes" in completed.stdout
