@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tileblend.rewrite import plan_rewrite
+from tileblend.rewrite import apply_rewrite, plan_rewrite
 from tileblend.upstream_layout import CASES, TESTING_UTILS, plan_test_files
 from tileblend.upstream_mixin_text import MIXIN_NAME
 
@@ -132,6 +132,21 @@ def test_edits_of_upstream_files_are_minimal_and_idempotent(checkout, tmp_path):
     _, added = plan_test_files(root, set(CASES) | WITHOUT_TEST_FILE)
     assert {name for name, test in added.items() if test is None} == WITHOUT_TEST_FILE
     assert (root / TESTING_UTILS).read_text().count(f"class {MIXIN_NAME}:") == 1
+
+
+def test_upstream_test_files_keep_their_bom_and_line_endings(checkout, tmp_path):
+    """A Windows checkout: the test files the rewrite edits keep their BOM and CRLF, and the added lines take CRLF."""
+    root = tmp_path / "diffusers"
+    shutil.copytree(checkout, root)
+    edited = [root / TESTING_UTILS, root / TESTING_UTILS.parent / "test_models_autoencoder_kl.py"]
+    for path in edited:
+        path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes().replace(b"\n", b"\r\n"))
+    apply_rewrite(plan_rewrite(root))
+    for path in edited:
+        data = path.read_bytes()
+        assert data.startswith(b"\xef\xbb\xbf") and b"TilingBlend" in data, path
+        assert data.count(b"\n") == data.count(b"\r\n"), path
+    assert not any(plan.changed for plan in plan_rewrite(root))
 
 
 def test_missing_checkout_is_a_usage_error(tmp_path, capsys):
