@@ -119,19 +119,28 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(handler=main)
 
 
-def main(args: argparse.Namespace) -> int:
-    """Run the decode benchmark; returns 1 if arm A and arm B decode to different bits."""
+def workload_config(args: argparse.Namespace) -> dict:
+    """The decoded workload: `args.preset`'s VAE, size, frames and tile, overridden by `--size`, `--frames` and
+    `--tile`. Raises ValueError for `--frames` with an image preset."""
     preset = PRESETS[args.preset]
     if args.frames is not None and preset.frames is None:
-        print(f"--frames applies to video presets only, not {args.preset}", file=sys.stderr)
-        return 2
-    config = {
+        raise ValueError(f"--frames applies to video presets only, not {args.preset}")
+    return {
         "preset": args.preset,
         "vae": preset.vae,
         "size": args.size or preset.size,
         "frames": args.frames or preset.frames,
         "tile": args.tile or preset.tile,
-    } | protocol.protocol_config(args)
+    }
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the decode benchmark; returns 1 if arm A and arm B decode to different bits."""
+    try:
+        config = workload_config(args) | protocol.protocol_config(args)
+    except ValueError as error:
+        print(error, file=sys.stderr)
+        return 2
     clip = f"{config['frames']} frames of " if config["frames"] else ""
     title = (
         f"tileblend bench decode: preset {args.preset}, {clip}{config['size']}x{config['size']}, "

@@ -55,19 +55,15 @@ def add_parser(subparsers) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run both arms; returns 1 if their outputs differ, 2 on a usage error."""
-    preset = decode.PRESETS[args.preset]
-    if args.frames is not None and preset.frames is None:
-        print(f"--frames applies to video presets only, not {args.preset}", file=sys.stderr)
-        return 2
     if args.nproc < 2 or args.reps < 1 or args.warmup < 0:
         print("--nproc must be at least 2, --reps at least 1, --warmup at least 0", file=sys.stderr)
         return 2
-    config = {
-        "preset": args.preset,
-        "vae": preset.vae,
-        "size": args.size or preset.size,
-        "frames": args.frames or preset.frames,
-        "tile": args.tile or preset.tile,
+    try:
+        workload = decode.workload_config(args)
+    except ValueError as error:
+        print(error, file=sys.stderr)
+        return 2
+    config = workload | {
         "device": args.device,
         "dtype": args.dtype,
         "seed": args.seed,
