@@ -6,7 +6,7 @@ import textwrap
 import pytest
 import torch
 
-from tileblend.bench import protocol
+from tileblend.bench import pairs
 from tileblend.cli import main as tileblend
 
 
@@ -14,7 +14,7 @@ TINY = ["--size", "128", "--pairs", "1", "--reps", "1", "--warmup", "0", "--thre
 
 
 def test_arm_order_alternates_a_b_b_a():
-    assert protocol.arm_order(3) == [(0, "A"), (0, "B"), (1, "B"), (1, "A"), (2, "A"), (2, "B")]
+    assert pairs.arm_order(3) == [(0, "A"), (0, "B"), (1, "B"), (1, "A"), (2, "A"), (2, "B")]
 
 
 def test_decode_benchmark_records_both_arms(tmp_path, capsys):
@@ -60,7 +60,7 @@ import torch
 from diffusers import AutoencoderKL
 
 from tileblend import is_enabled
-from tileblend.bench.protocol import worker_main
+from tileblend.bench.worker import worker_main
 
 
 def build_workload(config):
@@ -81,7 +81,7 @@ def test_pairs_report_outputs_that_differ(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     config = {"device": "cpu", "dtype": "float32", "seed": 0, "threads": 1, "warmup": 0, "reps": 2}
 
-    summary = protocol.run_pairs("fake_worker", config, pairs=1, progress=lambda line: None)
+    summary = pairs.run_pairs("fake_worker", config, pairs=1, progress=lambda line: None)
 
     assert summary["outputs_equal"] is False
     assert summary["arms"]["A"]["blend_calls"] == summary["arms"]["B"]["blend_calls"] == 1

@@ -5,15 +5,16 @@ import json
 import pytest
 import torch
 
-from tileblend import cli, patch, verify
+from tileblend import cli, patch
 from tileblend.models import MODELS
 from tileblend.patch import autoencoder_classes, find_loop_blends
+from tileblend.verify import method_checks, model_checks, tables
 
 
 @pytest.fixture
 def no_method_checks(monkeypatch):
     """Skip the 44 method-level checks in CLI tests that are about the whole-model part."""
-    monkeypatch.setattr(verify, "verify_methods", lambda device, dtypes, progress=True: [])
+    monkeypatch.setattr(method_checks, "verify_methods", lambda device, dtypes, progress=True: [])
 
 
 def broken_blend_v(a, b, blend_extent):
@@ -27,22 +28,26 @@ def broken_blend_v(a, b, blend_extent):
 def test_verify_method_exact_for_a_patched_loop():
     found, _ = find_loop_blends(autoencoder_classes())
     patched = next(p for p in found if p.cls.__name__ == "AutoencoderKL" and p.method == "blend_h")
-    result = verify.verify_method(patched, torch.float32, "cpu")
+    result = method_checks.verify_method(patched, torch.float32, "cpu")
     assert result.exact and result.cases > 0
 
 
 def test_select_entries_by_name_class_and_glob():
-    assert [e.name for e in verify.select_entries(["kl"])] == ["kl"]
-    assert [e.name for e in verify.select_entries(["AutoencoderKLWan"])] == ["wan"]
-    assert {e.name for e in verify.select_entries(["ltx*"])} == {"ltx-video", "ltx2-video", "ltx2-diffusion-decoder"}
-    assert [e.name for e in verify.select_entries(["kl", "k*"])] == ["kl", "kvae"]
-    assert len(verify.select_entries(None)) == len(MODELS)
+    assert [e.name for e in model_checks.select_entries(["kl"])] == ["kl"]
+    assert [e.name for e in model_checks.select_entries(["AutoencoderKLWan"])] == ["wan"]
+    assert {e.name for e in model_checks.select_entries(["ltx*"])} == {
+        "ltx-video",
+        "ltx2-video",
+        "ltx2-diffusion-decoder",
+    }
+    assert [e.name for e in model_checks.select_entries(["kl", "k*"])] == ["kl", "kvae"]
+    assert len(model_checks.select_entries(None)) == len(MODELS)
     with pytest.raises(ValueError, match="matches no model"):
-        verify.select_entries(["no-such-model"])
+        model_checks.select_entries(["no-such-model"])
 
 
 def test_verify_models_exact_with_blend_counts():
-    results = verify.verify_models([MODELS["kl"]], "cpu", [torch.float32], progress=False)
+    results = model_checks.verify_models([MODELS["kl"]], "cpu", [torch.float32], progress=False)
     assert [(r.path, r.dtype) for r in results] == [("encode", "float32"), ("decode", "float32")]
     for r in results:
         assert r.cls == "AutoencoderKL" and r.exact and r.blends_seen and r.ok
@@ -52,10 +57,10 @@ def test_verify_models_exact_with_blend_counts():
 
 
 def test_model_table_has_no_timing_and_flags_changed_calls():
-    result = verify.ModelResult(
+    result = model_checks.ModelResult(
         model="kl", cls="AutoencoderKL", path="decode", dtype="float32", exact=True, blends_seen=True, same_calls=False
     )
-    table = verify.format_model_table([result])
+    table = tables.format_model_table([result])
     assert not result.ok and "BLEND CALLS DIFFER UNDER TILEBLEND" in table
     assert " ms" not in table
 
@@ -63,13 +68,13 @@ def test_model_table_has_no_timing_and_flags_changed_calls():
 def test_method_table_says_its_times_are_medians():
     found, _ = find_loop_blends(autoencoder_classes())
     patched = next(p for p in found if p.cls.__name__ == "AutoencoderKL" and p.method == "blend_v")
-    result = verify.verify_method(patched, torch.float32, "cpu")
-    assert 3 <= result.timed_calls <= verify.TIMED_CALLS
-    assert f"median of {result.timed_calls} synchronised calls" in verify.format_table([result])
+    result = method_checks.verify_method(patched, torch.float32, "cpu")
+    assert 3 <= result.timed_calls <= method_checks.TIMED_CALLS
+    assert f"median of {result.timed_calls} synchronised calls" in tables.format_method_table([result])
 
 
 def test_verify_models_reports_upstream_bug_as_skipped():
-    results = verify.verify_models([MODELS["hunyuanimage"]], "cpu", [torch.float32], progress=False)
+    results = model_checks.verify_models([MODELS["hunyuanimage"]], "cpu", [torch.float32], progress=False)
     encode = next(r for r in results if r.path == "encode")
     assert encode.exact is None and "upstream bug" in encode.note and encode.ok
 
