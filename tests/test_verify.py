@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from tileblend import cli, patch
+from tileblend import cli, cuda_graph, patch
 from tileblend.models import MODELS
 from tileblend.patch import autoencoder_classes, find_loop_blends
 from tileblend.verify import method_checks, model_checks, tables
@@ -122,3 +122,31 @@ def test_cli_rejects_unknown_dtype():
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["verify", "--dtype", "int8"])
     assert exit_info.value.code == 2
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_graph_replays_equal_eager_and_catch_a_stale_replay():
+    def affine(x):
+        return x * 3 + 1
+
+    static_input = torch.zeros(64, device="cuda")
+    new_inputs = [torch.randn(64, device="cuda") for _ in range(2)]
+    graph, static_output = cuda_graph.capture(affine, static_input)
+    assert cuda_graph.replays_equal_eager(graph, affine, static_input, static_output, new_inputs) == [True, True]
+
+    calls = []
+
+    def counted(x):  # a Python number read at capture time: frozen in the graph, so replays go stale
+        calls.append(None)
+        return x + len(calls)
+
+    graph, static_output = cuda_graph.capture(counted, static_input)
+    assert cuda_graph.replays_equal_eager(graph, counted, static_input, static_output, new_inputs) == [False, False]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_verify_models_replays_cuda_graphs():
+    results = model_checks.verify_models([MODELS["kl"]], "cuda", [torch.float32], progress=False)
+    assert [r.cuda_graph for r in results] == [True, True] and all(r.ok for r in results)
