@@ -11,7 +11,8 @@ from .compare import bitwise_equal
 
 
 def capture(function, static_input, warmup: int = 2) -> tuple["torch.cuda.CUDAGraph", object]:
-    """Run function(static_input) `warmup` times on a side stream, then capture one call; return (graph, static output).
+    """Run function(static_input) `warmup` times on a side stream, then capture one call; return (graph, static
+    output).
 
     Replaying the graph reruns the captured kernels on whatever `static_input` then holds and writes the result into
     the static output; nothing is reallocated, so a new input must be copied into `static_input`.

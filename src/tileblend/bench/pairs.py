@@ -23,6 +23,7 @@ def arm_order(pairs: int) -> list[tuple[int, str]]:
 
 
 def format_bytes(count: int) -> str:
+    """`count` bytes in GiB (two decimals) from 1 GiB up, else in whole MiB."""
     return f"{count / 2**30:.2f} GiB" if count >= 2**30 else f"{count / 2**20:.0f} MiB"
 
 

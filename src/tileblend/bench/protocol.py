@@ -4,7 +4,8 @@ Arm A runs diffusers as installed (the row loops); arm B runs the same code unde
 measurement is a fresh Python process, so neither arm inherits the other's allocator, caches or warm kernels, and the
 processes alternate A B, B A, A B, ... so that drift of the machine (clocks, other load) hits both arms alike.
 
-A worker process (`python -m tileblend.bench.<benchmark> --arm A|B --config JSON --result PATH [--save PATH]`):
+A worker process (`tileblend.bench.worker`, started as
+`python -m tileblend.bench.<benchmark> --arm A|B --config JSON --result PATH [--save PATH]`):
 
 1. enables tileblend if its arm is B, and builds the workload from the config (same seed, so same weights and inputs);
 2. calls it `warmup` times, then times `reps` calls between device synchronisations (`tileblend.timing.time_calls`);
@@ -13,12 +14,12 @@ A worker process (`python -m tileblend.bench.<benchmark> --arm A|B --config JSON
    their time and their share of that call;
 5. saves the output of that call with `torch.save` if asked (the first pair does), and writes its JSON result.
 
-The parent (`run_pairs`) spawns the workers in order, prints one progress line per process, compares the saved A and
-B outputs bit for bit (`tileblend.compare.bitwise_equal`) and summarises: per-arm medians, paired speedups (the
-median of A over the median of B, per pair), peak memory and blend share.
+The parent (`tileblend.bench.pairs.run_pairs`) spawns the workers in order, prints one progress line per process,
+compares the saved A and B outputs bit for bit (`tileblend.compare.bitwise_equal`) and summarises: per-arm medians,
+paired speedups (the median of A over the median of B, per pair), peak memory and blend share.
 
-The worker side is `tileblend.bench.worker`, the parent side `tileblend.bench.pairs`, the plot `tileblend.bench.plot`;
-this module holds the options of the A/B benchmarks and `run_benchmark`, which runs one and reports it.
+This module holds the options of the A/B benchmarks and `run_benchmark`, which runs one, prints its table and writes
+its JSON record and plot (`tileblend.bench.plot`).
 """
 
 import argparse
