@@ -6,15 +6,30 @@ import textwrap
 import pytest
 import torch
 
-from tileblend.bench import protocol
+from tileblend.bench import pairs
+from tileblend.bench.worker import timed_blends
 from tileblend.cli import main as tileblend
+from tileblend.patch import find_loop_blends
 
 
 TINY = ["--size", "128", "--pairs", "1", "--reps", "1", "--warmup", "0", "--threads", "1"]
 
 
 def test_arm_order_alternates_a_b_b_a():
-    assert protocol.arm_order(3) == [(0, "A"), (0, "B"), (1, "B"), (1, "A"), (2, "A"), (2, "B")]
+    assert pairs.arm_order(3) == [(0, "A"), (0, "B"), (1, "B"), (1, "A"), (2, "A"), (2, "B")]
+
+
+def test_timed_blends_times_each_call_and_restores_the_methods():
+    from diffusers import AutoencoderKL
+
+    found, _ = find_loop_blends([AutoencoderKL])
+    loop = vars(AutoencoderKL)["blend_v"]
+    a, b = torch.ones(1, 1, 8, 8), torch.zeros(1, 1, 8, 8)
+    with timed_blends(found, torch.device("cpu")) as blends:
+        assert AutoencoderKL.blend_v(None, a, b, 4) is b  # the timed method returns the loop's result
+        AutoencoderKL.blend_h(None, a, b, 4)
+    assert blends["calls"] == 2 and blends["seconds"] > 0
+    assert vars(AutoencoderKL)["blend_v"] is loop
 
 
 def test_decode_benchmark_records_both_arms(tmp_path, capsys):
@@ -60,7 +75,7 @@ import torch
 from diffusers import AutoencoderKL
 
 from tileblend import is_enabled
-from tileblend.bench.protocol import worker_main
+from tileblend.bench.worker import worker_main
 
 
 def build_workload(config):
@@ -81,7 +96,7 @@ def test_pairs_report_outputs_that_differ(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     config = {"device": "cpu", "dtype": "float32", "seed": 0, "threads": 1, "warmup": 0, "reps": 2}
 
-    summary = protocol.run_pairs("fake_worker", config, pairs=1, progress=lambda line: None)
+    summary = pairs.run_pairs("fake_worker", config, pairs=1, progress=lambda line: None)
 
     assert summary["outputs_equal"] is False
     assert summary["arms"]["A"]["blend_calls"] == summary["arms"]["B"]["blend_calls"] == 1

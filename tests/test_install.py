@@ -64,6 +64,7 @@ def check_help(completed):
 def test_wheel_holds_the_package_and_entry_point(installed):
     assert (installed / "tileblend" / "blend.py").is_file()
     assert (installed / "tileblend" / "bench" / "blend.py").is_file()
+    assert (installed / "tileblend" / "verify" / "cli.py").is_file()
     [dist_info] = installed.glob("tileblend-*.dist-info")
     assert "tileblend = tileblend.cli:main" in (dist_info / "entry_points.txt").read_text()
 

@@ -135,6 +135,21 @@ def test_lookalikes_are_reported_and_left_alone(monkeypatch):
     assert vars(LoopVAE)["blend_v"] is not patch.original_method(LoopVAE, "blend_v")
 
 
+def test_wrapped_methods_wraps_what_is_installed_and_restores_it_on_error():
+    loop = vars(LoopVAE)["blend_v"]
+    seen = []
+
+    def wrap(cls, name, function):
+        seen.append((cls, name, function))
+        return lambda self, a, b, blend_extent: "wrapped"
+
+    with pytest.raises(RuntimeError), patch.wrapped_methods([(LoopVAE, "blend_v")], wrap):
+        assert seen == [(LoopVAE, "blend_v", loop)]
+        assert LoopVAE().blend_v(None, None, 0) == "wrapped"
+        raise RuntimeError
+    assert vars(LoopVAE)["blend_v"] is loop
+
+
 def test_stock_diffusers_enables_without_warnings():
     with warnings.catch_warnings():
         warnings.simplefilter("error")

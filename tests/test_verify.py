@@ -5,15 +5,16 @@ import json
 import pytest
 import torch
 
-from tileblend import cli, patch, verify
+from tileblend import cli, cuda_graph, patch
 from tileblend.models import MODELS
 from tileblend.patch import autoencoder_classes, find_loop_blends
+from tileblend.verify import method_checks, model_checks, tables
 
 
 @pytest.fixture
 def no_method_checks(monkeypatch):
     """Skip the 44 method-level checks in CLI tests that are about the whole-model part."""
-    monkeypatch.setattr(verify, "verify_methods", lambda device, dtypes, progress=True: [])
+    monkeypatch.setattr(method_checks, "verify_methods", lambda device, dtypes, progress=True: [])
 
 
 def broken_blend_v(a, b, blend_extent):
@@ -27,22 +28,26 @@ def broken_blend_v(a, b, blend_extent):
 def test_verify_method_exact_for_a_patched_loop():
     found, _ = find_loop_blends(autoencoder_classes())
     patched = next(p for p in found if p.cls.__name__ == "AutoencoderKL" and p.method == "blend_h")
-    result = verify.verify_method(patched, torch.float32, "cpu")
+    result = method_checks.verify_method(patched, torch.float32, "cpu")
     assert result.exact and result.cases > 0
 
 
 def test_select_entries_by_name_class_and_glob():
-    assert [e.name for e in verify.select_entries(["kl"])] == ["kl"]
-    assert [e.name for e in verify.select_entries(["AutoencoderKLWan"])] == ["wan"]
-    assert {e.name for e in verify.select_entries(["ltx*"])} == {"ltx-video", "ltx2-video", "ltx2-diffusion-decoder"}
-    assert [e.name for e in verify.select_entries(["kl", "k*"])] == ["kl", "kvae"]
-    assert len(verify.select_entries(None)) == len(MODELS)
+    assert [e.name for e in model_checks.select_entries(["kl"])] == ["kl"]
+    assert [e.name for e in model_checks.select_entries(["AutoencoderKLWan"])] == ["wan"]
+    assert {e.name for e in model_checks.select_entries(["ltx*"])} == {
+        "ltx-video",
+        "ltx2-video",
+        "ltx2-diffusion-decoder",
+    }
+    assert [e.name for e in model_checks.select_entries(["kl", "k*"])] == ["kl", "kvae"]
+    assert len(model_checks.select_entries(None)) == len(MODELS)
     with pytest.raises(ValueError, match="matches no model"):
-        verify.select_entries(["no-such-model"])
+        model_checks.select_entries(["no-such-model"])
 
 
 def test_verify_models_exact_with_blend_counts():
-    results = verify.verify_models([MODELS["kl"]], "cpu", [torch.float32], progress=False)
+    results = model_checks.verify_models([MODELS["kl"]], "cpu", [torch.float32], progress=False)
     assert [(r.path, r.dtype) for r in results] == [("encode", "float32"), ("decode", "float32")]
     for r in results:
         assert r.cls == "AutoencoderKL" and r.exact and r.blends_seen and r.ok
@@ -52,10 +57,10 @@ def test_verify_models_exact_with_blend_counts():
 
 
 def test_model_table_has_no_timing_and_flags_changed_calls():
-    result = verify.ModelResult(
+    result = model_checks.ModelResult(
         model="kl", cls="AutoencoderKL", path="decode", dtype="float32", exact=True, blends_seen=True, same_calls=False
     )
-    table = verify.format_model_table([result])
+    table = tables.format_model_table([result])
     assert not result.ok and "BLEND CALLS DIFFER UNDER TILEBLEND" in table
     assert " ms" not in table
 
@@ -63,13 +68,13 @@ def test_model_table_has_no_timing_and_flags_changed_calls():
 def test_method_table_says_its_times_are_medians():
     found, _ = find_loop_blends(autoencoder_classes())
     patched = next(p for p in found if p.cls.__name__ == "AutoencoderKL" and p.method == "blend_v")
-    result = verify.verify_method(patched, torch.float32, "cpu")
-    assert 3 <= result.timed_calls <= verify.TIMED_CALLS
-    assert f"median of {result.timed_calls} synchronised calls" in verify.format_table([result])
+    result = method_checks.verify_method(patched, torch.float32, "cpu")
+    assert 3 <= result.timed_calls <= method_checks.TIMED_CALLS
+    assert f"median of {result.timed_calls} synchronised calls" in tables.format_method_table([result])
 
 
 def test_verify_models_reports_upstream_bug_as_skipped():
-    results = verify.verify_models([MODELS["hunyuanimage"]], "cpu", [torch.float32], progress=False)
+    results = model_checks.verify_models([MODELS["hunyuanimage"]], "cpu", [torch.float32], progress=False)
     encode = next(r for r in results if r.path == "encode")
     assert encode.exact is None and "upstream bug" in encode.note and encode.ok
 
@@ -117,3 +122,31 @@ def test_cli_rejects_unknown_dtype():
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["verify", "--dtype", "int8"])
     assert exit_info.value.code == 2
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_graph_replays_equal_eager_and_catch_a_stale_replay():
+    def affine(x):
+        return x * 3 + 1
+
+    static_input = torch.zeros(64, device="cuda")
+    new_inputs = [torch.randn(64, device="cuda") for _ in range(2)]
+    graph, static_output = cuda_graph.capture(affine, static_input)
+    assert cuda_graph.replays_equal_eager(graph, affine, static_input, static_output, new_inputs) == [True, True]
+
+    calls = []
+
+    def counted(x):  # a Python number read at capture time: frozen in the graph, so replays go stale
+        calls.append(None)
+        return x + len(calls)
+
+    graph, static_output = cuda_graph.capture(counted, static_input)
+    assert cuda_graph.replays_equal_eager(graph, counted, static_input, static_output, new_inputs) == [False, False]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_verify_models_replays_cuda_graphs():
+    results = model_checks.verify_models([MODELS["kl"]], "cuda", [torch.float32], progress=False)
+    assert [r.cuda_graph for r in results] == [True, True] and all(r.ok for r in results)

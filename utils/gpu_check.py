@@ -5,7 +5,7 @@
 
 Steps, in order (each writes `<step>.log`, and JSON/PNG files where the command has them):
 
-1. `deps`: installs missing Python packages (diffusers, transformers, matplotlib, hypothesis, libcst) from the wheel
+1. `deps`: installs missing Python packages (diffusers, transformers, matplotlib, hypothesis) from the wheel
    folder `--wheels` (`pip install --no-index --find-links DIR`); nothing is downloaded.
 2. `cuda-tests`: `pytest -m cuda tests` (CUDA graph replay of the blends and of every registry model, blend parity
    on the device). On CUDA a test skipped for want of CUDA is a failure (skips by design, such as upstream bugs, are
@@ -34,7 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUIRED = {"diffusers": "diffusers", "transformers": "transformers", "matplotlib": "matplotlib"}
-REQUIRED |= {"hypothesis": "hypothesis", "libcst": "libcst", "pytest": "pytest"}
+REQUIRED |= {"hypothesis": "hypothesis", "pytest": "pytest"}
 """Import name -> distribution name of every package the steps need besides torch."""
 BUDGET_S = 8 * 60
 TINY_CPU = ["--size", "128", "--pairs", "1", "--reps", "1", "--threads", "1", "--dtype", "float32"]

@@ -122,3 +122,6 @@ BLEND_FUNCTIONS = {"blend_v": blend_v, "blend_h": blend_h, "blend_t": blend_t}
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
 """The floating dtypes the blend is exact for, by the names the command line and the reports use."""
+
+DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
+"""The name of each dtype of `DTYPES`, as the command line and the reports write it."""

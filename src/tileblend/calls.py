@@ -2,7 +2,8 @@
 
 A tiling check proves nothing unless the blends ran, so tests and `tileblend verify` run tiled encode and decode inside
 `record_blends(cls)`, which wraps whatever `blend_v`, `blend_h` and `blend_t` the class has at that moment (diffusers'
-loops, or tileblend's replacements inside `tileblend.enabled()`) and restores them on exit.
+loops, or tileblend's replacements inside `tileblend.enabled()`) and restores them on exit
+(`tileblend.patch.wrapped_methods`).
 """
 
 import contextlib
@@ -11,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from .blend import BLEND_AXES
+from .patch import wrapped_methods
 
 
 @dataclass(frozen=True)
@@ -63,9 +65,8 @@ def record_blends(cls: type):
     The methods installed on `cls` when the block starts still do the work; they are put back when it ends.
     """
     calls = BlendCalls()
-    installed = {name: vars(cls)[name] for name in BLEND_AXES if name in vars(cls)}
 
-    def recorder(name, method):
+    def recorder(cls, name, method):
         axis = BLEND_AXES[name]
 
         @functools.wraps(method)
@@ -76,10 +77,5 @@ def record_blends(cls: type):
 
         return recorded
 
-    for name, method in installed.items():
-        setattr(cls, name, recorder(name, method))
-    try:
+    with wrapped_methods([(cls, name) for name in BLEND_AXES if name in vars(cls)], recorder):
         yield calls
-    finally:
-        for name, method in installed.items():
-            setattr(cls, name, method)

@@ -2,8 +2,9 @@
 
 import argparse
 
-from . import __version__, rewrite, run, verify
+from . import __version__, rewrite, run
 from .bench import cli as bench
+from .verify import cli as verify
 
 
 SUBCOMMANDS = (run, verify, bench, rewrite)

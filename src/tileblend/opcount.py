@@ -16,10 +16,6 @@ class AtenOpCounter(TorchDispatchMode):
         self.counts[str(func)] += 1
         return func(*args, **(kwargs or {}))
 
-    @property
-    def total(self) -> int:
-        return sum(self.counts.values())
-
 
 def count_aten_ops(function, *args, **kwargs) -> Counter:
     """Call `function(*args, **kwargs)` once and return the aten operators it dispatched, by name."""

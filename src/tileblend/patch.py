@@ -7,6 +7,9 @@ warning. The state is guarded by a lock: `enable()`, `disable()` and `enabled()`
 
 A patched method says what it is: its `__module__` is "tileblend.patch", `inspect.getsource` shows tileblend's
 method (not diffusers' loop), and `original_method(cls, name)` returns the loop.
+
+`wrapped_methods` is the one way tileblend swaps methods on a class and puts them back: `enable()` installs the
+replacements with it, and `tileblend.calls.record_blends` and the benchmarks' blend timers wrap whatever is installed.
 """
 
 import ast
@@ -39,9 +42,25 @@ class PatchedMethod:
 # (class, method name) -> the original function, while enabled.
 _originals: dict[tuple[type, str], object] = {}
 _patched: list[PatchedMethod] = []
+_installed = contextlib.ExitStack()  # holds the `wrapped_methods` block of the replacements while enabled
 _lock = threading.RLock()
 _scopes = 0  # `enabled()` blocks running, in any thread
 _enabled_outside_scopes = False  # whether the blends stay enabled once no `enabled()` block runs
+
+
+@contextlib.contextmanager
+def wrapped_methods(methods, wrap):
+    """Inside the block, each method `name` of `cls` in `methods` ((cls, name) pairs) is `wrap(cls, name, function)`,
+    where `function` is what `cls` itself held when the block began; on exit those same function objects are put back.
+    """
+    installed = [(cls, name, vars(cls)[name]) for cls, name in methods]
+    try:
+        for cls, name, function in installed:
+            setattr(cls, name, wrap(cls, name, function))
+        yield
+    finally:
+        for cls, name, function in installed:
+            setattr(cls, name, function)
 
 
 def autoencoder_classes() -> list[type]:
@@ -116,17 +135,19 @@ def _patch(stacklevel: int) -> list[PatchedMethod]:
         warnings.warn(
             "tileblend left these methods alone (not the loop blend): " + ", ".join(skipped), stacklevel=stacklevel
         )
-    for patched in found:
-        original = vars(patched.cls)[patched.method]
-        _originals[(patched.cls, patched.method)] = original
-        setattr(patched.cls, patched.method, vectorized_method(original, patched.rank))
+    ranks = {(patched.cls, patched.method): patched.rank for patched in found}
+
+    def vectorize(cls, name, original):
+        _originals[(cls, name)] = original
+        return vectorized_method(original, ranks[(cls, name)])
+
+    _installed.enter_context(wrapped_methods(ranks, vectorize))
     _patched.extend(found)
     return list(_patched)
 
 
 def _unpatch() -> None:
-    for (cls, name), original in _originals.items():
-        setattr(cls, name, original)
+    _installed.close()
     _originals.clear()
     _patched.clear()
 

@@ -23,19 +23,17 @@ and normal and every call does the same work. The summary names the worst speedu
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import time
 
 import torch
 
-from ..blend import BLEND_FUNCTIONS, DTYPES
+from ..blend import BLEND_FUNCTIONS, DTYPE_NAMES, DTYPES
 from ..compare import bitwise_equal
+from ..machine import machine
 from ..opcount import count_aten_ops
 from ..reference import REFERENCE_FUNCTIONS
 from ..timing import median_ms, time_calls
-from .protocol import cpu_name
 
 
 METHODS = ("blend_v", "blend_h", "blend_t")
@@ -59,18 +57,18 @@ VIDEO_SEAMS = (
 
 
 def machine_info(device: torch.device) -> dict:
-    """Where the numbers come from: platform, CPU (and GPU) name, torch and diffusers versions."""
-    import diffusers  # only here: `tileblend` starts without importing diffusers
-
+    """Where the numbers come from (`tileblend.machine`): platform, CPU (and GPU) name, torch threads, load average,
+    torch and diffusers versions."""
+    facts = machine(device)
     return {
-        "platform": platform.platform(),
-        "cpu": cpu_name(),
-        "cpu_threads": torch.get_num_threads(),
-        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "platform": facts.platform,
+        "cpu": facts.processor,
+        "cpu_threads": facts.torch_threads,
+        "gpu": facts.gpu,
         "device": str(device),
-        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
-        "torch": torch.__version__,
-        "diffusers": diffusers.__version__,
+        "load_average": facts.load_average,
+        "torch": facts.versions["torch"],
+        "diffusers": facts.versions["diffusers"],
     }
 
 
@@ -108,7 +106,7 @@ def bench_row(
     return {
         "seam": seam,
         "method": method,
-        "dtype": str(dtype).removeprefix("torch."),
+        "dtype": DTYPE_NAMES[dtype],
         "shape": list(shape),
         "extent": extent,
         "sd_seam": seam == "SD" and method != "blend_t" and extent == SD_SEAM_EXTENT,

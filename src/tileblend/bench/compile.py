@@ -1,7 +1,7 @@
 """`tileblend bench compile`: `torch.compile` of a tiled decode with diffusers' loops (arm A) vs tileblend (arm B).
 
 For each model of the registry (`tileblend.models`, tiny random-weight VAEs whose tiled decode reaches the blends),
-each backend and each arm, a fresh process (`tileblend.bench.protocol.run_worker`) with an empty Inductor cache
+each backend and each arm, a fresh process (`tileblend.bench.pairs.run_worker`) with an empty Inductor cache
 directory builds the model, runs the tiled decode once eagerly (recording its blend calls), then compiles it with
 `torch.compile(backend=..., dynamic=False)` through a backend that counts the FX graphs and nodes Dynamo hands over
 before delegating to the real backend, and reports:
@@ -22,21 +22,32 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
 
 from .. import models as registry
+from ..blend import DTYPES
 from ..calls import record_blends
 from ..compare import bitwise_equal
+from ..machine import environment
 from ..patch import autoencoder_classes, enable, find_loop_blends
-from ..timing import median_ms, synchronize, time_calls
-from . import protocol
+from ..timing import median_ms, time_calls, timed
+from .options import add_benchmark_parser, add_run_options, run_config
+from .pairs import arm_order, run_worker
+from .worker import worker_arguments
 
 
 WORKER_MODULE = "tileblend.bench.compile"
 BACKENDS = ("eager", "aot_eager", "inductor")
+RUN_OPTIONS = (
+    ("--pairs", 1, "A/B process pairs per model and backend (default: 1)"),
+    ("--reps", 5, "timed compiled calls per process (default: 5)"),
+    ("--warmup", 1, "untimed compiled calls after the first (default: 1)"),
+    ("--seed", 0, "seed of the random weights and inputs"),
+    ("--threads", None, "torch CPU threads per worker (default: torch's)"),
+)
+"""The integer options of `bench compile`: (flag, default, help)."""
 
 
 class CountingBackend:
@@ -55,15 +66,15 @@ class CountingBackend:
 
 def worker_main(argv: list[str] | None = None) -> int:
     """One process: eager decode, compile (timed first call), steady-state calls; writes the JSON result."""
-    parser = argparse.ArgumentParser(description="One arm of `tileblend bench compile` (started by the parent).")
-    parser.add_argument("--arm", choices=("A", "B"), required=True)
-    parser.add_argument("--config", required=True, help="the benchmark config, as JSON")
-    parser.add_argument("--result", required=True, help="where to write this worker's JSON result")
-    parser.add_argument("--save", required=True, help="where to torch.save the compiled output")
-    args = parser.parse_args(argv)
+    args = worker_arguments(
+        "One arm of `tileblend bench compile` (started by the parent).",
+        "where to torch.save the compiled output",
+        argv,
+        save_required=True,
+    )
     config = json.loads(args.config)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = config["inductor_cache"]  # empty: a cold compile, nothing reused
-    device, dtype = torch.device(config["device"]), protocol.DTYPES[config["dtype"]]
+    device, dtype = torch.device(config["device"]), DTYPES[config["dtype"]]
     if config["threads"]:
         torch.set_num_threads(config["threads"])
     find_loop_blends(autoencoder_classes())  # both arms import every autoencoder module
@@ -80,11 +91,7 @@ def worker_main(argv: list[str] | None = None) -> int:
         eager = decode(latents)
     backend = CountingBackend(config["backend"])
     compiled = torch.compile(decode, backend=backend, dynamic=False)
-    synchronize(device)
-    begin = time.perf_counter()
-    output = compiled(latents)
-    synchronize(device)
-    compile_s = time.perf_counter() - begin
+    output, compile_s = timed(lambda: compiled(latents), device)
     samples = time_calls(lambda: compiled(latents), device, repeats=config["reps"], warmup=config["warmup"])
     torch.save(output.detach().cpu(), args.save)
     result = {
@@ -106,12 +113,10 @@ def run_case(config: dict, pairs: int, progress=lambda line: print(line, flush=T
     workers = {"A": [], "B": []}
     outputs = {}
     with tempfile.TemporaryDirectory(prefix="tileblend-bench-compile-") as tmp:
-        for index, (pair, arm) in enumerate(protocol.arm_order(pairs)):
+        for index, (pair, arm) in enumerate(arm_order(pairs)):
             config_for_process = config | {"inductor_cache": str(Path(tmp, f"cache-{index}"))}
             save = Path(tmp, f"output-{index}.pt")
-            result = protocol.run_worker(
-                WORKER_MODULE, arm, config_for_process, Path(tmp, f"result-{index}.json"), save
-            )
+            result = run_worker(WORKER_MODULE, arm, config_for_process, Path(tmp, f"result-{index}.json"), save)
             if result["blend_calls"] == 0:
                 raise RuntimeError(f"no blend method ran in the tiled decode of {config['model']}")
             workers[arm].append(result)
@@ -168,11 +173,12 @@ def format_table(rows: list[dict], pairs: int, reps: int) -> str:
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser(
+    parser = add_benchmark_parser(
+        subparsers,
         "compile",
-        help="torch.compile of a tiled decode: graph size, compile time and steady time, loops vs tileblend",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "torch.compile of a tiled decode: graph size, compile time and steady time, loops vs tileblend",
+        __doc__,
+        main,
     )
     parser.add_argument(
         "--models",
@@ -184,15 +190,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--backends", nargs="+", choices=BACKENDS, default=["eager", "inductor"], help="torch.compile backends"
     )
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="torch device")
-    parser.add_argument("--dtype", choices=list(protocol.DTYPES), default="float32", help="model and input dtype")
-    parser.add_argument("--pairs", type=int, default=1, help="A/B process pairs per model and backend (default: 1)")
-    parser.add_argument("--reps", type=int, default=5, help="timed compiled calls per process (default: 5)")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed compiled calls after the first (default: 1)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random weights and inputs")
-    parser.add_argument("--threads", type=int, help="torch CPU threads per worker (default: torch's)")
+    add_run_options(parser, "torch device", RUN_OPTIONS)
     parser.add_argument("--json", metavar="PATH", help="write the rows, config and machine as JSON")
-    parser.set_defaults(handler=main)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -200,7 +199,7 @@ def main(args: argparse.Namespace) -> int:
     if args.pairs < 1 or args.reps < 1 or args.warmup < 0:
         print("--pairs and --reps must be at least 1, --warmup at least 0", file=sys.stderr)
         return 2
-    base = {name: getattr(args, name) for name in ("device", "dtype", "seed", "threads", "warmup", "reps")}
+    base = run_config(args)
     print(f"tileblend bench compile: {args.dtype} on {args.device}, {args.pairs} pair(s) of processes per case")
     rows = [
         run_case(base | {"model": model, "backend": backend}, args.pairs)
@@ -211,7 +210,7 @@ def main(args: argparse.Namespace) -> int:
     print(format_table(rows, args.pairs, args.reps))
     if args.json:
         record = {"benchmark": "compile", "config": base | {"pairs": args.pairs}, "rows": rows}
-        record |= protocol.environment(base)
+        record |= environment(base["device"], base["threads"])
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(record, indent=2), encoding="utf-8")
     mismatches = [f"{row['model']} {row['backend']}" for row in rows if not row["outputs_equal"]]

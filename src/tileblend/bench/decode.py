@@ -19,7 +19,10 @@ from dataclasses import dataclass
 
 import torch
 
+from ..blend import DTYPES
 from . import protocol
+from .options import add_benchmark_parser, run_config
+from .worker import worker_main
 
 
 WORKER_MODULE = "tileblend.bench.decode"
@@ -95,7 +98,7 @@ def latent_shape(vae, size: int, frames: int | None) -> tuple[int, ...]:
 
 def build_workload(config: dict):
     """The worker's measured call: one tiled decode of seeded random latents; returns the decoded sample."""
-    device, dtype = torch.device(config["device"]), protocol.DTYPES[config["dtype"]]
+    device, dtype = torch.device(config["device"]), DTYPES[config["dtype"]]
     vae = build_vae(config["vae"], config["tile"], device, dtype, config["seed"])
     generator = torch.Generator().manual_seed(config["seed"] + 1)
     latents = torch.randn(latent_shape(vae, config["size"], config["frames"]), generator=generator)
@@ -108,15 +111,15 @@ def build_workload(config: dict):
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser(
+    parser = add_benchmark_parser(
+        subparsers,
         "decode",
-        help="tiled VAE decode: diffusers' loops vs tileblend, in alternating fresh processes",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "tiled VAE decode: diffusers' loops vs tileblend, in alternating fresh processes",
+        __doc__,
+        main,
     )
     protocol.add_protocol_arguments(parser, PRESETS, "output")
     parser.add_argument("--frames", type=int, help="frames of the clip, video presets only (default: the preset's)")
-    parser.set_defaults(handler=main)
 
 
 def workload_config(args: argparse.Namespace) -> dict:
@@ -137,7 +140,7 @@ def workload_config(args: argparse.Namespace) -> dict:
 def main(args: argparse.Namespace) -> int:
     """Run the decode benchmark; returns 1 if arm A and arm B decode to different bits."""
     try:
-        config = workload_config(args) | protocol.protocol_config(args)
+        config = workload_config(args) | run_config(args)
     except ValueError as error:
         print(error, file=sys.stderr)
         return 2
@@ -146,8 +149,8 @@ def main(args: argparse.Namespace) -> int:
         f"tileblend bench decode: preset {args.preset}, {clip}{config['size']}x{config['size']}, "
         f"{config['tile']}-px tiles, {args.dtype} on {args.device}"
     )
-    return protocol.report("decode", WORKER_MODULE, title, config, args)
+    return protocol.run_benchmark("decode", WORKER_MODULE, title, config, args)
 
 
 if __name__ == "__main__":
-    sys.exit(protocol.worker_main(build_workload))
+    sys.exit(worker_main(build_workload))

@@ -12,45 +12,49 @@ This module is also the worker: `python -m tileblend.bench.parallel --config JSO
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
 
+from ..blend import DTYPES
 from ..compare import bitwise_equal
-from ..timing import synchronize
-from . import decode, protocol
+from ..machine import environment
+from ..timing import median_ms, timed
+from . import decode
+from .options import DEFAULT_DEVICE, add_benchmark_parser, add_run_options, run_config
+from .pairs import format_bytes, worker_environment
+from .worker import peak_memory_bytes
 
 
 WORKER_MODULE = "tileblend.bench.parallel"
+RUN_OPTIONS = (
+    ("--reps", 3, "timed decodes per arm (default: 3)"),
+    ("--warmup", 1, "untimed decodes per arm first (default: 1)"),
+    ("--seed", 0, "seed of the random weights and latents"),
+    ("--threads", 1, "torch CPU threads per process (default: 1)"),
+)
+"""The integer options of `bench parallel`: (flag, default, help)."""
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser(
+    parser = add_benchmark_parser(
+        subparsers,
         "parallel",
-        help="tiled VAE decode on one device vs split over N processes (tileblend.parallel, torchrun)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "tiled VAE decode on one device vs split over N processes (tileblend.parallel, torchrun)",
+        __doc__,
+        main,
     )
-    default_device = "cuda" if torch.cuda.is_available() else "cpu"
     parser.add_argument("--preset", choices=list(decode.PRESETS), default="wan", help="workload (default: wan)")
     parser.add_argument("--nproc", type=int, default=2, help="processes of the parallel arm (default: 2)")
     parser.add_argument("--size", type=int, help="output height and width in pixels (default: the preset's)")
     parser.add_argument("--tile", type=int, help="VAE tile size in pixels (default: the preset's)")
     parser.add_argument("--frames", type=int, help="frames of the clip, video presets only (default: the preset's)")
-    parser.add_argument("--device", default=default_device, help=f"cpu or cuda (default: {default_device})")
-    parser.add_argument("--dtype", choices=list(protocol.DTYPES), default="float32", help="model and input dtype")
-    parser.add_argument("--reps", type=int, default=3, help="timed decodes per arm (default: 3)")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed decodes per arm first (default: 1)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random weights and latents")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads per process (default: 1)")
+    add_run_options(parser, f"cpu or cuda (default: {DEFAULT_DEVICE})", RUN_OPTIONS)
     parser.add_argument("--timeout", type=float, default=3600, help="seconds an arm may run (default: 3600)")
     parser.add_argument("--json", metavar="PATH", help="write the per-rank results and the summary as JSON")
-    parser.set_defaults(handler=main)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -63,14 +67,7 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(error, file=sys.stderr)
         return 2
-    config = workload | {
-        "device": args.device,
-        "dtype": args.dtype,
-        "seed": args.seed,
-        "threads": args.threads,
-        "warmup": args.warmup,
-        "reps": args.reps,
-    }
+    config = workload | run_config(args)
     clip = f"{config['frames']} frames of " if config["frames"] else ""
     title = (
         f"tileblend bench parallel: preset {args.preset}, {clip}{config['size']}x{config['size']}, "
@@ -93,7 +90,7 @@ def main(args: argparse.Namespace) -> int:
     print(format_summary(single[0], ranks, summary))
     if args.json:
         record = {"benchmark": "parallel", "title": title, "config": config, "single": single[0], "ranks": ranks}
-        record |= protocol.environment(config) | summary
+        record |= environment(config["device"], config["threads"]) | summary
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(record, indent=2), encoding="utf-8")
     if not outputs_equal:
@@ -111,10 +108,7 @@ def _run_arm(config: dict, nproc: int, out: Path, timeout: float) -> list[dict]:
         command = [sys.executable, *launcher, *worker]
     else:
         command = [sys.executable, *worker]
-    env = dict(os.environ, OMP_NUM_THREADS=str(config["threads"]))
-    env["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH")])
-    )
+    env = worker_environment(OMP_NUM_THREADS=str(config["threads"]))
     completed = subprocess.run(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout
     )
@@ -131,14 +125,14 @@ def format_summary(single: dict, ranks: list[dict], summary: dict) -> str:
     lines = ["", header, "-" * len(header)]
     lines.append(
         f"{'single':<14} {single['median_ms']:>10.1f} {single['tiles']:>7} {'-':>12} {'-':>12} "
-        f"{protocol.format_bytes(single['peak_memory_bytes']):>12}"
+        f"{format_bytes(single['peak_memory_bytes']):>12}"
     )
     for rank, result in enumerate(ranks):
         report = result["report"]
         lines.append(
             f"{'rank ' + str(rank):<14} {result['median_ms']:>10.1f} {report['own_tiles']:>7} "
             f"{_bytes(report['sent']):>12} {_bytes(report['received']):>12} "
-            f"{protocol.format_bytes(result['peak_memory_bytes']):>12}"
+            f"{format_bytes(result['peak_memory_bytes']):>12}"
         )
     lines.append(
         f"\nspeedup single/parallel (medians; parallel: slowest rank): {summary['speedup']:.3f}x on {len(ranks)} "
@@ -178,10 +172,10 @@ def worker_main(argv: list[str] | None = None) -> int:
     rank = dist.get_rank() if parallel else 0
     tileblend.enable()
 
-    vae = decode.build_vae(config["vae"], config["tile"], device, protocol.DTYPES[config["dtype"]], config["seed"])
+    vae = decode.build_vae(config["vae"], config["tile"], device, DTYPES[config["dtype"]], config["seed"])
     generator = torch.Generator().manual_seed(config["seed"] + 1)
     latents = torch.randn(decode.latent_shape(vae, config["size"], config["frames"]), generator=generator)
-    latents = latents.to(device, protocol.DTYPES[config["dtype"]])
+    latents = latents.to(device, DTYPES[config["dtype"]])
     report = {}
 
     def run():
@@ -197,18 +191,15 @@ def worker_main(argv: list[str] | None = None) -> int:
         for index in range(config["warmup"] + config["reps"]):
             if parallel:
                 dist.barrier()
-            synchronize(device)
-            begin = time.perf_counter()
-            output = run()
-            synchronize(device)
+            output, seconds = timed(run, device)
             if index >= config["warmup"]:
-                samples.append(time.perf_counter() - begin)
-    peak, peak_kind = protocol.peak_memory_bytes(device)
+                samples.append(seconds)
+    peak, peak_kind = peak_memory_bytes(device)
     if rank == 0:
         torch.save(output.detach().cpu(), Path(args.out, "output.pt"))
     result = {
         "samples_ms": [sample * 1e3 for sample in samples],
-        "median_ms": statistics.median(samples) * 1e3,
+        "median_ms": median_ms(samples),
         "peak_memory_bytes": peak,
         "peak_memory_kind": peak_kind,
         "report": report,

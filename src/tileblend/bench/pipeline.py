@@ -16,8 +16,11 @@ from dataclasses import dataclass
 
 import torch
 
+from ..blend import DTYPES
 from . import protocol
 from .decode import build_vae
+from .options import add_benchmark_parser, run_config
+from .worker import worker_main
 
 
 WORKER_MODULE = "tileblend.bench.pipeline"
@@ -76,7 +79,7 @@ def build_workload(config: dict):
     """The worker's measured call: one seeded pipeline call; returns the image tensor."""
     from diffusers import DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
 
-    device, dtype = torch.device(config["device"]), protocol.DTYPES[config["dtype"]]
+    device, dtype = torch.device(config["device"]), DTYPES[config["dtype"]]
     preset = PRESETS[config["preset"]]
     vae = build_vae(preset.vae, config["tile"], device, dtype, config["seed"])
     torch.manual_seed(config["seed"] + 2)
@@ -110,14 +113,14 @@ def build_workload(config: dict):
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser(
+    parser = add_benchmark_parser(
+        subparsers,
         "pipeline",
-        help="StableDiffusionPipeline call (DDIM 2 steps, tiled VAE): diffusers' loops vs tileblend",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "StableDiffusionPipeline call (DDIM 2 steps, tiled VAE): diffusers' loops vs tileblend",
+        __doc__,
+        main,
     )
     protocol.add_protocol_arguments(parser, PRESETS, "image")
-    parser.set_defaults(handler=main)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -127,13 +130,13 @@ def main(args: argparse.Namespace) -> int:
         "preset": args.preset,
         "size": args.size or preset.size,
         "tile": args.tile or preset.tile,
-    } | protocol.protocol_config(args)
+    } | run_config(args)
     title = (
         f"tileblend bench pipeline: preset {args.preset}, DDIM 2 steps, {config['size']}x{config['size']}, "
         f"{config['tile']}-px VAE tiles, {args.dtype} on {args.device}"
     )
-    return protocol.report("pipeline", WORKER_MODULE, title, config, args)
+    return protocol.run_benchmark("pipeline", WORKER_MODULE, title, config, args)
 
 
 if __name__ == "__main__":
-    sys.exit(protocol.worker_main(build_workload))
+    sys.exit(worker_main(build_workload))

@@ -1,0 +1,36 @@
+"""The command-line options the end-to-end benchmarks share, and the worker config they make."""
+
+import argparse
+
+import torch
+
+
+DEFAULT_DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+MODEL_DTYPES = ("float32", "float16", "bfloat16")
+"""The dtypes the end-to-end benchmarks run models in (names of `tileblend.blend.DTYPES`)."""
+RUN_CONFIG_KEYS = ("device", "dtype", "seed", "threads", "warmup", "reps")
+"""The options every benchmark passes to its workers in their config (`run_config`)."""
+
+
+def add_benchmark_parser(subparsers, name: str, help: str, description: str, handler) -> argparse.ArgumentParser:
+    """The `tileblend bench NAME` parser: `description` (the benchmark's module docstring) shown as written, and
+    `handler(args)` as what runs it."""
+    parser = subparsers.add_parser(
+        name, help=help, description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+def add_run_options(parser: argparse.ArgumentParser, device_help: str, integer_options) -> None:
+    """`--device` (default: CUDA if available) with `device_help`, `--dtype` (one of `MODEL_DTYPES`), then one integer
+    option per row of `integer_options`: (flag, default, help)."""
+    parser.add_argument("--device", default=DEFAULT_DEVICE, help=device_help)
+    parser.add_argument("--dtype", choices=MODEL_DTYPES, default="float32", help="model and input dtype")
+    for flag, default, help in integer_options:
+        parser.add_argument(flag, type=int, default=default, help=help)
+
+
+def run_config(args: argparse.Namespace) -> dict:
+    """The options of `RUN_CONFIG_KEYS` from `args`, for a worker config."""
+    return {name: getattr(args, name) for name in RUN_CONFIG_KEYS}
