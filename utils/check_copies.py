@@ -267,11 +267,11 @@ def check(root: Path, fix: bool) -> int:
     """Check (or fix) every copy under `root`; print what differs; return the exit code."""
     if not root.is_dir():
         raise CopyError(f"{root} is not a directory")
-    found = find_package(root)
-    if found is None:
+    located = find_package(root)
+    if located is None:
         raise CopyError(f"{root} is not a diffusers checkout (no src/diffusers/) or diffusers package directory")
     config = root / "pyproject.toml" if (root / "pyproject.toml").is_file() else None
-    tree = Tree(found[0], config)
+    tree = Tree(located[0], config)
     files = tree.files()
     original = {path: "".join(tree.lines(path)) for path in files}
     found = tree.mismatches(files)

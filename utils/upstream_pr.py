@@ -4,12 +4,13 @@
 
 Runs `tileblend rewrite`, `utils/check_copies.py` in check mode and `ruff check` / `ruff format --check` (with the
 checkout's own pyproject.toml) on the touched files, prints a summary, then the PR description of docs/upstream-pr.md
-with this run's numbers filled in. The rewrite owns the text of its copies (it writes the source and every copy in one
-step), so the copy fixer is not run again: any copy the checker reports after the rewrite (one of the rewrite's, or
-another copy of the checkout that had drifted before) stops the run with exit 1, nothing fixed behind the rewrite's
-back. With --check-json (written by `make upstream-check`, i.e.
+with this run's numbers filled in. With --check-json (written by `make upstream-check`, i.e.
 `utils/upstream_check.py --json`) the description also gets that run's table and test counts; without it those
 placeholders say that the check was not run. Exits non-zero when a step fails.
+
+The rewrite owns the text of its copies (it writes the source and every copy from one source in one step), so the
+copy fixer is not run after it: any copy the checker reports (one of the rewrite's, or a copy of the checkout that had
+drifted before) stops the run with exit 1, and nothing is fixed behind the rewrite's back.
 """
 
 import argparse
