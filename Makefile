@@ -33,12 +33,13 @@ quality: install
 bench: install
 	$(BIN)/tileblend bench blend
 
-# Rewrite "# Copied from diffusers..." copies from their sources: in this repository (against the installed
-# diffusers) and, with DIFFUSERS=path, in that diffusers checkout.
+# Rewrite "# Copied from diffusers..." copies from their sources in the diffusers checkout DIFFUSERS=path. This
+# repository holds no copies: `tileblend rewrite` writes (and a rerun refreshes) the ones it adds to diffusers.
 fix-copies: install
-	$(BIN)/python utils/check_copies.py --path . --fix_and_overwrite
 ifneq ($(DIFFUSERS),)
 	$(BIN)/python utils/check_copies.py --path $(DIFFUSERS) --fix_and_overwrite
+else
+	@echo "this repository holds no copies; they live in a diffusers checkout: make fix-copies DIFFUSERS=path"
 endif
 
 # The upstream pull request: rewrite the diffusers checkout DIFFUSERS=path, fix its copies, run ruff on the touched

@@ -1,15 +1,12 @@
 """`utils/check_copies.py` on small hand-written trees: resolution, comparison, patterns, fixing and refusals."""
 
-import importlib.util
 import os
+import shutil
 from pathlib import Path
 
+import diffusers
 import pytest
 
-
-spec = importlib.util.spec_from_file_location("check_copies", Path(__file__).parents[1] / "utils" / "check_copies.py")
-check_copies = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(check_copies)
 
 SOURCE = """\
 class Base:
@@ -39,8 +36,14 @@ def make_tree(root: Path, copy: str) -> Path:
     return package / "copy.py"
 
 
-def run(root: Path, *args) -> int:
-    return check_copies.main(["--path", str(root), *args])
+@pytest.fixture
+def run(check_copies):
+    """`utils/check_copies.py --path ROOT [args]`, returning its exit code."""
+
+    def run(root: Path, *args) -> int:
+        return check_copies.main(["--path", str(root), *args])
+
+    return run
 
 
 GOOD_COPY = """\
@@ -55,12 +58,12 @@ class Other:
 """
 
 
-def test_body_copy_passes_with_a_different_def_line(tmp_path):
+def test_body_copy_passes_with_a_different_def_line(run, tmp_path):
     make_tree(tmp_path, GOOD_COPY)
     assert run(tmp_path) == 0
 
 
-def test_mismatch_is_listed_and_fixed(tmp_path, capsys):
+def test_mismatch_is_listed_and_fixed(run, tmp_path, capsys):
     path = make_tree(tmp_path, GOOD_COPY.replace("return y + 1", "return y + 2"))
     assert run(tmp_path) == 1
     out = capsys.readouterr().out
@@ -70,7 +73,7 @@ def test_mismatch_is_listed_and_fixed(tmp_path, capsys):
     assert path.read_text() == GOOD_COPY
 
 
-def test_multi_line_signature_is_compared(tmp_path):
+def test_multi_line_signature_is_compared(run, tmp_path):
     copy = """\
 class Other:
     # Copied from diffusers.source.Base.padded
@@ -87,7 +90,7 @@ class Other:
     assert "width: int = 3," in path.read_text()
 
 
-def test_end_copy_ends_the_compared_lines(tmp_path):
+def test_end_copy_ends_the_compared_lines(run, tmp_path):
     copy = """\
 class Other:
     # Copied from diffusers.source.Base.scale
@@ -101,7 +104,7 @@ class Other:
     assert run(tmp_path) == 0
 
 
-def test_patterns_with_all_casing_and_ruff_formatting(tmp_path):
+def test_patterns_with_all_casing_and_ruff_formatting(run, tmp_path):
     copy = """\
 class Other:
     # Copied from diffusers.source.Base.scale with y->result_value_{} all-casing
@@ -118,7 +121,7 @@ class Other:
     assert run(tmp_path) == 0
 
 
-def test_copies_of_copies_are_fixed_until_they_agree(tmp_path):
+def test_copies_of_copies_are_fixed_until_they_agree(run, tmp_path):
     copy = GOOD_COPY.replace("return y + 1", "return y + 5") + (
         "\n\nclass Third:\n    # Copied from diffusers.copy.Other.scale_other\n    def scale(self, x):\n        pass\n"
     )
@@ -137,14 +140,14 @@ def test_copies_of_copies_are_fixed_until_they_agree(tmp_path):
         (GOOD_COPY.replace("Base.scale", "Base.scale with y->)("), "ruff cannot format"),
     ],
 )
-def test_unsafe_copies_are_refused_without_writing(tmp_path, capsys, copy, message):
+def test_unsafe_copies_are_refused_without_writing(run, tmp_path, capsys, copy, message):
     path = make_tree(tmp_path, copy)
     assert run(tmp_path, "--fix_and_overwrite") == 2
     assert message in capsys.readouterr().err
     assert path.read_text() == copy
 
 
-def test_read_only_file_is_refused(tmp_path, capsys):
+def test_read_only_file_is_refused(run, tmp_path, capsys):
     copy = GOOD_COPY.replace("return y + 1", "return y + 2")
     path = make_tree(tmp_path, copy)
     path.chmod(0o444)
@@ -153,28 +156,44 @@ def test_read_only_file_is_refused(tmp_path, capsys):
     assert path.read_text() == copy
 
 
-def test_other_trees_are_checked_against_the_installed_diffusers(tmp_path, capsys):
+STALE_MIXIN_COPY = (
+    "class Mine:\n"
+    "    # Copied from diffusers.models.autoencoders.vae.AutoencoderMixin.disable_tiling\n"
+    "    def disable_tiling(self):\n"
+    "        pass\n"
+)
+
+
+def test_a_tree_that_is_not_diffusers_is_an_error(run, tmp_path, capsys):
     (tmp_path / "src").mkdir()
     path = tmp_path / "src" / "mixin.py"
-    path.write_text(
-        "class Mine:\n"
-        "    # Copied from diffusers.models.autoencoders.vae.AutoencoderMixin.disable_tiling\n"
-        "    def disable_tiling(self):\n"
-        "        pass\n"
+    path.write_text(STALE_MIXIN_COPY)
+    assert run(tmp_path, "--fix_and_overwrite") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{tmp_path} is not a diffusers checkout" in err
+    assert path.read_text() == STALE_MIXIN_COPY
+
+
+def test_copies_in_a_diffusers_package_resolve_in_that_package(run, tmp_path, capsys):
+    package = tmp_path / "diffusers"
+    shutil.copytree(Path(diffusers.__file__).parent, package, ignore=shutil.ignore_patterns("__pycache__"))
+    path = package / "models" / "autoencoders" / "mine.py"
+    path.write_text(STALE_MIXIN_COPY)
+    assert run(package) == 1
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"{path}:2: copy differs from diffusers.models.autoencoders.vae.AutoencoderMixin.disable_tiling"
     )
-    assert run(tmp_path) == 1
-    assert f"{path}:2: copy differs" in capsys.readouterr().out
-    assert run(tmp_path, "--fix_and_overwrite") == 0
+    assert run(package, "--fix_and_overwrite") == 0
     assert "        self.use_tiling = False\n" in path.read_text()
-    assert run(tmp_path) == 0
+    assert run(package) == 0
 
 
-def test_missing_path(tmp_path, capsys):
+def test_missing_path(run, tmp_path, capsys):
     assert run(tmp_path / "missing") == 2
     assert "is not a directory" in capsys.readouterr().err
 
 
-def test_fix_is_all_or_nothing(tmp_path, capsys, monkeypatch):
+def test_fix_is_all_or_nothing(run, tmp_path, capsys, monkeypatch):
     """Two files to fix and the second replacement fails: the first file is put back, and the error says so."""
     copy = GOOD_COPY.replace("return y + 1", "return y + 2")
     path = make_tree(tmp_path, copy)
@@ -195,7 +214,7 @@ def test_fix_is_all_or_nothing(tmp_path, capsys, monkeypatch):
     assert path.read_text() == copy and second.read_text() == copy
 
 
-def test_crlf_and_bom_files_keep_their_bytes(tmp_path):
+def test_crlf_and_bom_files_keep_their_bytes(run, tmp_path):
     """A CRLF copy with a BOM of an LF source: it passes as is, and a fix keeps its BOM and line endings."""
     path = make_tree(tmp_path, "")
     bom_crlf = b"\xef\xbb\xbf" + GOOD_COPY.replace("\n", "\r\n").encode()

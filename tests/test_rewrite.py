@@ -8,7 +8,6 @@ because the rewrite and the copy checker replace files instead of writing into t
 import ast
 import contextlib
 import filecmp
-import importlib.util
 import io
 import os
 import shutil
@@ -20,6 +19,7 @@ from pathlib import Path
 import diffusers
 import pytest
 import torch
+from rewrite_tiled_outputs import tiled_outputs
 
 from tileblend.cli import main as tileblend
 from tileblend.compare import bitwise_equal
@@ -51,16 +51,6 @@ indent-style = "space"
 skip-magic-trailing-comma = false
 line-ending = "auto"
 """
-
-
-def load_check_copies():
-    spec = importlib.util.spec_from_file_location("check_copies", REPO / "utils" / "check_copies.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-check_copies = load_check_copies()
 
 
 def loop_blends(package: Path) -> dict[str, int]:
@@ -163,7 +153,7 @@ def test_check_and_diff_write_nothing_and_second_run_changes_nothing(pristine, e
     assert run_rewrite(capsys, root, "--check")[0] == 0
 
 
-def test_bare_package_directory(pristine, expected, tmp_path, capsys):
+def test_bare_package_directory(check_copies, pristine, expected, tmp_path, capsys):
     package = link_tree(pristine / "src" / "diffusers", tmp_path / "diffusers")
     code, out, _ = run_rewrite(capsys, package)
     assert code == 0
@@ -187,7 +177,7 @@ def test_rewritten_tree_is_ruff_clean(pristine, expected, rewritten):
         assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
 
 
-def test_copy_checker_passes_detects_fixes_and_refuses(rewritten, tmp_path, capsys):
+def test_copy_checker_passes_detects_fixes_and_refuses(check_copies, rewritten, tmp_path, capsys):
     root = link_tree(rewritten[0], tmp_path / "checkout")
     assert check_copies.main(["--path", str(root)]) == 0
 
@@ -219,10 +209,7 @@ def test_rewritten_tree_runs_bitwise_like_the_pristine_one(rewritten, tmp_path):
     subprocess.run([sys.executable, str(script), str(out)], env=environment, check=True, cwd=tmp_path)
     after = torch.load(out)
     assert not is_enabled()
-    spec = importlib.util.spec_from_file_location("rewrite_tiled_outputs", script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    before = module.tiled_outputs()
+    before = tiled_outputs()
 
     assert Path(after["diffusers_file"]).is_relative_to(root)
     assert Path(before["diffusers_file"]).is_relative_to(INSTALLED)
@@ -258,26 +245,47 @@ def test_error_not_a_diffusers_tree(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_error_unparsable_file_writes_nothing(pristine, tmp_path, capsys):
+def unparsable_module(root: Path) -> list[str]:
+    path = root / "src" / "diffusers" / AUTOENCODERS / "autoencoder_kl_wan.py"
+    replace_text(path, path.read_text() + "\ndef broken(:\n")
+    return [f"cannot parse {path}"]
+
+
+def read_only_module(root: Path) -> list[str]:
+    path = root / "src" / "diffusers" / AUTOENCODERS / "autoencoder_kl_wan.py"
+    replace_text(path, path.read_text())
+    path.chmod(0o444)
+    return [f"cannot write {path}"]
+
+
+def undecodable_test_module(root: Path) -> list[str]:
+    (root / TEST_MODULE_PATH).write_bytes(b"# caf\xe9\n")
+    return [f"cannot read {root / TEST_MODULE_PATH}: "]
+
+
+def no_autoencoder_mixin(root: Path) -> list[str]:
+    vae = root / "src" / "diffusers" / AUTOENCODERS / "vae.py"
+    replace_text(vae, vae.read_text().replace("class AutoencoderMixin", "class AutoencoderHelpers"))
+    return [
+        f"has no class AutoencoderMixin (diffusers {diffusers.__version__})",
+        "tileblend rewrite supports diffusers 0.36.0 and later",
+    ]
+
+
+@pytest.mark.parametrize(
+    "breakage", [unparsable_module, read_only_module, undecodable_test_module, no_autoencoder_mixin]
+)
+def test_error_writes_nothing(pristine, tmp_path, capsys, breakage):
+    """A tree the rewrite cannot plan or write: one error line naming the cause (`breakage` returns what it must
+    say), exit 2, and every file as it was."""
     root = link_tree(pristine, tmp_path / "checkout")
-    broken = root / "src" / "diffusers" / AUTOENCODERS / "autoencoder_kl_wan.py"
-    replace_text(broken, broken.read_text() + "\ndef broken(:\n")
+    messages = breakage(root)
     before = snapshot(root)
     code, _, err = run_rewrite(capsys, root)
     assert code == 2
-    assert err.count("\n") == 1 and f"cannot parse {broken}" in err
-    assert snapshot(root) == before
-
-
-def test_error_read_only_file_writes_nothing(pristine, tmp_path, capsys):
-    root = link_tree(pristine, tmp_path / "checkout")
-    locked = root / "src" / "diffusers" / AUTOENCODERS / "autoencoder_kl_wan.py"
-    replace_text(locked, locked.read_text())
-    locked.chmod(0o444)
-    before = snapshot(root)
-    code, _, err = run_rewrite(capsys, root)
-    assert code == 2
-    assert err.count("\n") == 1 and f"cannot write {locked}" in err
+    assert err.count("\n") == 1
+    for message in messages:
+        assert message in err
     assert snapshot(root) == before
 
 
@@ -303,7 +311,7 @@ def windows_checkout(pristine: Path, destination: Path) -> Path:
     return root
 
 
-def test_windows_checkout_keeps_line_endings_and_bom(pristine, tmp_path, capsys):
+def test_windows_checkout_keeps_line_endings_and_bom(check_copies, pristine, tmp_path, capsys):
     code, lf_diff, _ = run_rewrite(capsys, pristine, "--diff")
     assert code == 0
     root = windows_checkout(pristine, tmp_path / "windows")
@@ -386,29 +394,6 @@ def test_symlinks_mode_and_owner_are_kept(pristine, tmp_path, capsys):
     assert "# Copied from diffusers.models.autoencoders.vae.AutoencoderMixin.blend_v" in real.read_text()
     status = real.stat()
     assert (status.st_mode & 0o7777, status.st_uid, status.st_gid) == (0o640, *owner)
-
-
-def test_error_undecodable_test_module_writes_nothing(pristine, tmp_path, capsys):
-    root = link_tree(pristine, tmp_path / "checkout")
-    (root / TEST_MODULE_PATH).write_bytes(b"# caf\xe9\n")
-    before = snapshot(root)
-    code, _, err = run_rewrite(capsys, root)
-    assert code == 2
-    assert err.count("\n") == 1 and f"cannot read {root / TEST_MODULE_PATH}: " in err
-    assert snapshot(root) == before
-
-
-def test_error_tree_without_autoencoder_mixin_names_the_supported_versions(pristine, tmp_path, capsys):
-    root = link_tree(pristine, tmp_path / "checkout")
-    vae = root / "src" / "diffusers" / AUTOENCODERS / "vae.py"
-    replace_text(vae, vae.read_text().replace("class AutoencoderMixin", "class AutoencoderHelpers"))
-    before = snapshot(root)
-    code, _, err = run_rewrite(capsys, root)
-    assert code == 2
-    assert err.count("\n") == 1
-    assert f"has no class AutoencoderMixin (diffusers {diffusers.__version__})" in err
-    assert "tileblend rewrite supports diffusers 0.36.0 and later" in err
-    assert snapshot(root) == before
 
 
 def test_loops_in_nested_classes_are_skipped_and_reported(pristine, tmp_path, capsys):

@@ -9,7 +9,8 @@ from tileblend import blend
 from tileblend.cli import main as tileblend
 from tileblend.compare import bitwise_equal
 from tileblend.reference import REFERENCE_FUNCTIONS
-from tileblend.rewrite import _import_lines, plan_rewrite
+from tileblend.rewrite import plan_rewrite
+from tileblend.rewrite_plan import _import_lines
 from tileblend.upstream_code import upstream_code
 
 
@@ -99,13 +100,13 @@ def test_rewrite_of_a_small_tree_follows_blend_py(tmp_path, capsys):
     source = inspect.getsource(blend).replace("    n = min(", "    # tuned upstream\n    n = min(", 1)
     source = source.replace("See `blend_tiles`.", "See `blend_tiles` (v2).")
     tuned = upstream_code(source)
-    plans = {plan.path.name: plan for plan in plan_rewrite(tmp_path, tuned)}
+    plans = {plan.path.name: plan for plan in plan_rewrite(tmp_path, tuned).files}
     assert plans["tiny.py"].rewritten == ["TinyVAE.blend_v", "TinyVAE.blend_h"]
     assert "See `blend_tiles` (v2)." in plans["tiny.py"].new
     assert "    # tuned upstream\n    n = min(" in plans["vae.py"].new
     for plan in plans.values():
         plan.path.write_text(plan.new)
-    plans = plan_rewrite(tmp_path, tuned)
+    plans = plan_rewrite(tmp_path, tuned).files
     assert not any(plan.changed for plan in plans)
     assert [plan.up_to_date for plan in plans if plan.path.name == "tiny.py"] == [
         ["TinyVAE.blend_v", "TinyVAE.blend_h"]

@@ -1,11 +1,9 @@
 """`utils/upstream_pr.py` (`make upstream-pr`): the PR description is filled from the run, never left with a
 placeholder, and the rewrite it performs on a checkout is reported with its numbers."""
 
-import importlib.util
 import json
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import diffusers
@@ -16,19 +14,6 @@ from test_rewrite import RUFF_CONFIG
 REPO = Path(__file__).resolve().parents[1]
 INSTALLED = Path(diffusers.__file__).parent
 
-
-def load_upstream_pr():
-    sys.path.insert(0, str(REPO / "utils"))  # upstream_pr imports check_copies as a sibling script
-    try:
-        spec = importlib.util.spec_from_file_location("upstream_pr", REPO / "utils" / "upstream_pr.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(REPO / "utils"))
-    return module
-
-
-upstream_pr = load_upstream_pr()
 
 CHECK = {
     "ok": True,
@@ -52,7 +37,7 @@ REWRITE = {
 }
 
 
-def test_description_is_filled_from_the_check_run():
+def test_description_is_filled_from_the_check_run(upstream_pr):
     text = upstream_pr.description(REWRITE | upstream_pr.check_numbers(CHECK))
     assert "$" not in text
     assert CHECK["table"] in text
@@ -63,30 +48,33 @@ def test_description_is_filled_from_the_check_run():
     assert "#<ISSUE>" in text  # the coordination issue is a placeholder until a maintainer acknowledges it
 
 
-def test_description_without_a_check_run_says_so():
+def test_description_without_a_check_run_says_so(upstream_pr):
     text = upstream_pr.description(REWRITE | upstream_pr.check_numbers(None))
     assert "$" not in text
     assert text.count(upstream_pr.NOT_RUN) >= 5
 
 
-def test_description_refuses_a_missing_number():
+def test_description_refuses_a_missing_number(upstream_pr):
     numbers = REWRITE | upstream_pr.check_numbers(CHECK)
     del numbers["methods"]
     with pytest.raises(KeyError, match="methods"):
         upstream_pr.description(numbers)
 
 
-@pytest.fixture(scope="module")
-def installed_checkout(tmp_path_factory) -> Path:
-    """A checkout holding a copy of the installed diffusers, without upstream's tester layout."""
-    root = tmp_path_factory.mktemp("checkout")
+def make_checkout(root: Path) -> Path:
+    """A checkout at `root` holding a copy of the installed diffusers, without upstream's tester layout."""
     shutil.copytree(INSTALLED, root / "src" / "diffusers", ignore=shutil.ignore_patterns("__pycache__"))
     (root / "tests" / "models" / "autoencoders").mkdir(parents=True)
     (root / "pyproject.toml").write_text(RUFF_CONFIG)
     return root
 
 
-def test_main_rewrites_and_prints_the_filled_description(installed_checkout, tmp_path, capsys):
+@pytest.fixture(scope="module")
+def installed_checkout(tmp_path_factory) -> Path:
+    return make_checkout(tmp_path_factory.mktemp("checkout"))
+
+
+def test_main_rewrites_and_prints_the_filled_description(upstream_pr, installed_checkout, tmp_path, capsys):
     check = tmp_path / "check.json"
     check.write_text(json.dumps(CHECK))
     assert upstream_pr.main([str(installed_checkout), "--check-json", str(check)]) == 0
@@ -100,6 +88,25 @@ def test_main_rewrites_and_prints_the_filled_description(installed_checkout, tmp
     assert CHECK["table"] in description and "$" not in description
 
 
-def test_main_refuses_a_tree_that_is_not_diffusers(tmp_path, capsys):
+def test_main_refuses_a_tree_that_is_not_diffusers(upstream_pr, tmp_path, capsys):
     assert upstream_pr.main([str(tmp_path)]) == 2
     assert "is not a diffusers checkout" in capsys.readouterr().err
+
+
+def test_main_checks_copies_and_fixes_none(upstream_pr, tmp_path, capsys):
+    """A copy that had drifted before the rewrite: the run reports it and fails, and leaves it as it was (the
+    rewrite owns its copies; the copy fixer is not run behind it)."""
+    root = make_checkout(tmp_path / "checkout")
+    drifted = root / "src" / "diffusers" / "models" / "autoencoders" / "drifted.py"
+    text = (
+        "class Drifted:\n"
+        "    # Copied from diffusers.models.autoencoders.vae.AutoencoderMixin.disable_tiling\n"
+        "    def disable_tiling(self):\n"
+        "        pass\n"
+    )
+    drifted.write_text(text)
+    assert upstream_pr.main([str(root)]) == 1
+    out = capsys.readouterr().out
+    assert f"{drifted}:2: copy differs from diffusers.models.autoencoders.vae.AutoencoderMixin.disable_tiling" in out
+    assert "---- PR description ----" not in out
+    assert drifted.read_text() == text

@@ -5,8 +5,13 @@
 (with tileblend importable, as in the environment of `make install`: files are read and written through
 `tileblend.source_files`, like `tileblend rewrite` does.)
 ROOT is a diffusers checkout (the code under ROOT/src/diffusers is scanned) or a diffusers package directory; the
-default is the current directory. Any other ROOT (such as this repository) has the Python files under ROOT/src (or
-ROOT) scanned, with sources resolved in the installed diffusers. The format and the comparison are diffusers' own:
+default is the current directory. Any other ROOT is an error (exit 2): this repository holds no copies.
+
+Who writes which copies: `tileblend rewrite` owns the text of tileblend's copies (vae.py's `blend_tiles` and
+`AutoencoderMixin.blend_v/h/t`, and every copy of those methods): it writes them from one source in one step, and a
+rerun refreshes them. This script is the checker (`utils/upstream_pr.py` runs it in check mode after the rewrite) and,
+for a diffusers checkout, the upstream-style fixer of `make fix-copies DIFFUSERS=path`. The format and the comparison
+are diffusers' own:
 
 - The comment sits directly above the `def`/`class` of the copy (decorators go above the comment), and may end with
   `with A->B, C->D`: regular-expression substitutions applied to the compared source lines (`all-casing` after a
@@ -19,17 +24,16 @@ ROOT) scanned, with sources resolved in the installed diffusers. The format and 
 
 Check mode lists every copy that differs from its source (`file:line: ... differs from diffusers.X`) and exits 1.
 Files are read as Python reads source (a UTF-8 BOM is fine) and compared regardless of line endings; a fixed file keeps
-its encoding and line endings, the lines the fix writes taking the file's dominant ending. Fix mode rewrites those copies from their sources (repeating until copies of copies
-agree) and writes the changed files all or nothing: if one cannot be written, the ones written before it are put
-back. Unlike diffusers' own script, copies that cannot be fixed safely are errors, reported before
-anything is written (exit 2): a source and a copy at different depths (a module function copied into a class, which
-diffusers' fixer answers by overwriting the rest of the class), a target that does not resolve, a pattern whose
-result ruff cannot format, or a fix that leaves a file that does not parse.
+its encoding and line endings, the lines the fix writes taking the file's dominant ending. Fix mode rewrites those
+copies from their sources (repeating until copies of copies agree) and writes the changed files all or nothing: if
+one cannot be written, the ones written before it are put back. Unlike diffusers' own script, copies that cannot be
+fixed safely are errors, reported before anything is written (exit 2): a source and a copy at different depths (a
+module function copied into a class, which diffusers' fixer answers by overwriting the rest of the class), a target
+that does not resolve, a pattern whose result ruff cannot format, or a fix that leaves a file that does not parse.
 """
 
 import argparse
 import ast
-import importlib.util
 import io
 import re
 import subprocess
@@ -76,14 +80,6 @@ class Copy:
         return f"{self.path}:{self.comment + 1}"
 
 
-def installed_package() -> Path:
-    """The directory of the importable diffusers package (found without importing it)."""
-    spec = importlib.util.find_spec("diffusers")
-    if spec is None or not spec.submodule_search_locations:
-        raise CopyError("diffusers is not installed, and the path given is not a diffusers tree")
-    return Path(spec.submodule_search_locations[0])
-
-
 def _continues(line: str, indent: str) -> bool:
     """Whether `line` still belongs to a block whose body is indented by `indent`."""
     return line.startswith(indent) or not line.strip() or SIGNATURE_END.match(line) is not None
@@ -111,9 +107,8 @@ def _comment_lines(text: str, path: Path) -> set[int]:
 class Tree:
     """The files of a diffusers package, read once and edited in memory (line endings as stored)."""
 
-    def __init__(self, package: Path, scanned: Path, ruff_config: Path | None):
+    def __init__(self, package: Path, ruff_config: Path | None):
         self.package = package
-        self.scanned = scanned
         self.ruff_config = ruff_config
         self.sources: dict[Path, SourceFile] = {}  # as read
         self.texts: dict[Path, str] = {}
@@ -136,21 +131,20 @@ class Tree:
         self._resolved.clear()
 
     def files(self) -> list[Path]:
-        return sorted(self.scanned.rglob("*.py"))
+        return sorted(self.package.rglob("*.py"))
 
     def copies(self, path: Path) -> list[Copy]:
-        """Every marked copy in `path`. Outside a diffusers package, and wherever a marker is not followed by a
-        definition, only real comments count (not text in strings, such as this checker's own tests)."""
+        """Every marked copy in `path`. A marker not followed by a definition is an error when it is a real comment,
+        and ignored when it is text in a string."""
         lines = self.lines(path)
-        comments = None if self.scanned == self.package else _comment_lines(self.texts[path], path)
         copies = []
         for index, line in enumerate(lines):
             match = COPIED_FROM.match(line)
-            if match is None or (comments is not None and index not in comments):
+            if match is None:
                 continue
             indent, target, patterns = match.groups()
             if index + 1 >= len(lines) or not re.match(rf"{indent}(async def|def|class)\s", lines[index + 1]):
-                if comments is None and index not in _comment_lines(self.texts[path], path):
+                if index not in _comment_lines(self.texts[path], path):
                     continue
                 raise CopyError(f"{path}:{index + 1}: no definition directly below `# Copied from diffusers.{target}`")
             body_indent = indent + "    "
@@ -273,11 +267,11 @@ def check(root: Path, fix: bool) -> int:
     """Check (or fix) every copy under `root`; print what differs; return the exit code."""
     if not root.is_dir():
         raise CopyError(f"{root} is not a directory")
-    package, _ = find_package(root) or (None, None)
-    # A tree that is not diffusers (this repository): its copies are checked against the installed diffusers.
-    scanned = package or (root / "src" if (root / "src").is_dir() else root)
+    located = find_package(root)
+    if located is None:
+        raise CopyError(f"{root} is not a diffusers checkout (no src/diffusers/) or diffusers package directory")
     config = root / "pyproject.toml" if (root / "pyproject.toml").is_file() else None
-    tree = Tree(package or installed_package(), scanned, config)
+    tree = Tree(located[0], config)
     files = tree.files()
     original = {path: "".join(tree.lines(path)) for path in files}
     found = tree.mismatches(files)

@@ -29,7 +29,7 @@ import xml.etree.ElementTree as ElementTree
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from tileblend.rewrite import RewriteError, apply_rewrite, diffusers_tree, plan_rewrite, report
+from tileblend.rewrite import RewriteError, apply_rewrite, plan_rewrite, report
 from tileblend.upstream_layout import TESTS
 from tileblend.upstream_mixin_text import TEST_CLASS_SUFFIX
 
@@ -183,12 +183,12 @@ def check(
     roots = {"pristine": work / "pristine", "rewritten": work / "rewritten"}
     for root in roots.values():
         shutil.copytree(checkout, root, ignore=shutil.ignore_patterns("__pycache__", ".git"))
-    plans = plan_rewrite(roots["rewritten"])
-    apply_rewrite(plans)
+    rewrite = plan_rewrite(roots["rewritten"])
+    apply_rewrite(rewrite)
     result = CheckResult(selection="(all)" if full else selection)
-    result.rewrite_report = report(plans, diffusers_tree(roots["rewritten"])[0])
+    result.rewrite_report = report(rewrite)
     result.touched = sorted(
-        str(plan.path.relative_to(roots["rewritten"])) for plan in plans if plan.changed or plan.up_to_date
+        str(plan.path.relative_to(roots["rewritten"])) for plan in rewrite.files if plan.changed or plan.up_to_date
     )
     tests = run_tests(roots, None if full else selection, work)
     for name, root in roots.items():

@@ -1,12 +1,16 @@
-"""Produce the upstream pull request in a diffusers checkout: rewrite, fix copies, ruff, then the PR description.
+"""Produce the upstream pull request in a diffusers checkout: rewrite, check copies, ruff, then the PR description.
 
     python utils/upstream_pr.py DIFFUSERS_CHECKOUT [--check-json FILE]
 
-Runs `tileblend rewrite`, `utils/check_copies.py --fix_and_overwrite` and `ruff check` / `ruff format --check` (with
-the checkout's own pyproject.toml) on the touched files, prints a summary, then the PR description of
-docs/upstream-pr.md with this run's numbers filled in. With --check-json (written by `make upstream-check`, i.e.
+Runs `tileblend rewrite`, `utils/check_copies.py` in check mode and `ruff check` / `ruff format --check` (with the
+checkout's own pyproject.toml) on the touched files, prints a summary, then the PR description of docs/upstream-pr.md
+with this run's numbers filled in. With --check-json (written by `make upstream-check`, i.e.
 `utils/upstream_check.py --json`) the description also gets that run's table and test counts; without it those
 placeholders say that the check was not run. Exits non-zero when a step fails.
+
+The rewrite owns the text of its copies (it writes the source and every copy from one source in one step), so the
+copy fixer is not run after it: any copy the checker reports (one of the rewrite's, or a copy of the checkout that had
+drifted before) stops the run with exit 1, and nothing is fixed behind the rewrite's back.
 """
 
 import argparse
@@ -20,7 +24,8 @@ from pathlib import Path
 
 import check_copies
 
-from tileblend.rewrite import apply_rewrite, diffusers_tree, plan_rewrite, report
+from tileblend.rewrite import TreeRewrite, apply_rewrite, plan_rewrite, report
+from tileblend.rewrite_plan import FileKind, FileRewrite
 from tileblend.source_files import SourceError
 
 
@@ -29,7 +34,7 @@ DESCRIPTION = re.compile(r"<!-- pr-description -->\n(.*?)<!-- /pr-description --
 NOT_RUN = "(not run: pass --check-json from `make upstream-check`)"
 
 
-def changed_lines(checkout: Path, plans) -> tuple[int, int]:
+def changed_lines(checkout: Path, plans: list[FileRewrite]) -> tuple[int, int]:
     """(lines added, lines removed) by the rewrite: git's count in a git checkout, else difflib's."""
     numstat = subprocess.run(["git", "-C", str(checkout), "diff", "--numstat"], capture_output=True, text=True)
     if numstat.returncode == 0:
@@ -50,13 +55,12 @@ def ruff(arguments: list[str], config: Path, files: list[str]) -> bool:
     return result.returncode == 0
 
 
-def rewrite_numbers(plans, package: Path, added: int, removed: int, clean: bool) -> dict:
+def rewrite_numbers(rewrite: TreeRewrite, added: int, removed: int, clean: bool) -> dict:
     """The placeholders the rewrite itself fills: methods rewritten per kind, files, diff size, ruff."""
-    copies = [plan for plan in plans if plan.rewritten or plan.up_to_date]
-    names = [name for plan in copies for name in plan.rewritten + plan.up_to_date]
-    version = re.search(r'__version__ = "([^"]+)"', (package / "__init__.py").read_text())
+    copies = [plan for plan in rewrite.files if plan.copies]
+    names = [name for plan in copies for name in plan.copies]
     return {
-        "diffusers_version": version.group(1) if version else "unknown",
+        "diffusers_version": rewrite.version,
         "methods": len(names),
         "files": len(copies),
         "blend_v": sum(name.endswith(".blend_v") for name in names),
@@ -99,22 +103,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         check = json.loads(args.check_json.read_text()) if args.check_json else None
-        package, _ = diffusers_tree(args.checkout)
-        plans = plan_rewrite(args.checkout)
-        apply_rewrite(plans)
+        rewrite = plan_rewrite(args.checkout)
+        apply_rewrite(rewrite)
     except (SourceError, OSError, ValueError) as error:
         print(f"upstream-pr: error: {error}", file=sys.stderr)
         return 2
-    print(report(plans, package))
-    if check_copies.main(["--path", str(args.checkout), "--fix_and_overwrite"]) != 0:
+    print(report(rewrite))
+    if check_copies.main(["--path", str(args.checkout)]) != 0:
         return 1
-    touched = [str(plan.path) for plan in plans if plan.rewritten or plan.up_to_date or plan.path.stem == "vae"]
-    touched += [str(plan.path) for plan in plans if "tests" in plan.path.parts]
+    touched = [str(plan.path) for plan in rewrite.files if plan.kind is not FileKind.MODULE or plan.copies]
     config = args.checkout / "pyproject.toml"
     clean = ruff(["check"], config, touched) and ruff(["format", "--check"], config, touched)
 
-    added, removed = changed_lines(args.checkout, plans)
-    numbers = rewrite_numbers(plans, package, added, removed, clean) | check_numbers(check)
+    added, removed = changed_lines(args.checkout, rewrite.files)
+    numbers = rewrite_numbers(rewrite, added, removed, clean) | check_numbers(check)
     print(f"\nruff check / ruff format --check on {len(touched)} touched files: {numbers['ruff']}")
     print("\n---- PR description ----\n")
     print(description(numbers))

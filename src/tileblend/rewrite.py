@@ -7,74 +7,50 @@ row loop (the recogniser `tileblend.enable()` uses) is replaced in place by
     # Copied from diffusers.models.autoencoders.vae.AutoencoderMixin.blend_X
     <the AutoencoderMixin method, same text>
 
-and `blend_tiles` is added to the file's `from .vae import ...`. Copies written by an earlier run are refreshed from
-the current source (so a second run changes nothing), methods named like blends that are neither are left alone and
-reported, and so are loops in nested classes (a "Copied from" copy there cannot be checked). Every file that defines a
-method named like a blend is parsed and every edit computed before anything is written; the files are then written
-all or nothing, vae.py first (`tileblend.source_files.write_files`). Each file keeps its encoding (a UTF-8 BOM) and
-its line endings: lines the rewrite adds take the file's dominant ending. In a checkout with upstream's tester-mixin
-layout the rewrite adds a tiling-blend tester mixin and a test class per rewritten model
-(`tileblend.upstream_layout`); in an older checkout with `tests/models/autoencoders/` it writes one standalone test
-module (`tileblend.upstream_tests`).
+and `blend_tiles` is added to the file's `from .vae import ...`. The rewriter owns the text of these copies: it writes
+the source and every copy from one `UpstreamCode` in one step, so they cannot disagree, and a rerun refreshes copies
+written by an earlier run (a second run changes nothing); `utils/check_copies.py` only checks them. Methods named like
+blends that are neither are left alone and reported, and so are loops in nested classes (a "Copied from" copy there
+cannot be checked). In a checkout with upstream's tester-mixin layout the rewrite adds a tiling-blend tester mixin and
+a test class per rewritten model (`tileblend.upstream_layout`); in an older checkout with `tests/models/autoencoders/`
+it writes one standalone test module (`tileblend.upstream_tests`).
+
+This module does the file IO and the command: `plan_rewrite` finds the package, reads each file once and hands its
+text to the planner (`tileblend.rewrite_plan`, text in, `FileRewrite` out); every edit is computed before anything is
+written. `apply_rewrite` then writes the files all or nothing, vae.py first (`tileblend.source_files.write_files`).
+Each file keeps its encoding (a UTF-8 BOM) and its line endings: lines the rewrite adds take the file's dominant
+ending.
 
 The tree must have `AutoencoderMixin` in vae.py, as diffusers has since 0.36.0 (`tileblend.enable()` works on older
 versions too).
 """
 
 import argparse
-import ast
 import difflib
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from .recognize import blend_candidates, recognize
-from .source_files import (
-    COPIED_FROM,
-    SourceError,
-    SourceFile,
-    dominant_newline,
-    find_package,
-    normalize_newlines,
-    read_source,
-    split_lines,
-    with_newline,
-    write_files,
-)
+from .rewrite_plan import VAE_MODULE, FileKind, FileRewrite, RewriteError, plan_module, plan_vae
+from .source_files import SourceError, SourceFile, find_package, read_source, split_lines, with_newline, write_files
 from .upstream_code import SOURCE_CLASS, UpstreamCode, upstream_code
-from .upstream_layout import TestLayoutError, has_tester_layout, plan_test_files
+from .upstream_layout import plan_test_files
 from .upstream_tests import TEST_MODULE_PATH, render_test_module
 
 
 AUTOENCODERS = Path("models", "autoencoders")
-VAE_MODULE = "vae"
-FIRST_SUPPORTED_VERSION = "0.36.0"  # the first diffusers release with AutoencoderMixin
-LINE_LENGTH = 119
-BLEND_DEFINITION = re.compile(r"\bdef\s+blend_[vht]\b")
-
-
-class RewriteError(SourceError):
-    """The tree cannot be rewritten; nothing was written."""
 
 
 @dataclass
-class FileRewrite:
-    """The planned change of one file: its old and new text (line endings as stored), how it is stored, and what
-    changed in it."""
+class TreeRewrite:
+    """The planned rewrite of one diffusers tree: where it is, its version, and one `FileRewrite` per file considered
+    (the autoencoder modules with blend methods and vae.py, in name order, then the test files)."""
 
-    path: Path
-    old: str
-    new: str
-    encoding: str = "utf-8"  # "utf-8-sig" for a file that starts with a BOM
-    rewritten: list[str] = field(default_factory=list)  # "Class.method" replaced from the loop (or refreshed)
-    up_to_date: list[str] = field(default_factory=list)  # "Class.method" already the current copy
-    skipped: list[str] = field(default_factory=list)  # "Class.method" named like a blend, not recognised
-    nested: list[str] = field(default_factory=list)  # "Class.method" loops in a class that is not at module level
-
-    @property
-    def changed(self) -> bool:
-        return self.old != self.new
+    package: Path  # the `diffusers` package directory
+    root: Path | None  # the checkout root, None for a bare package directory
+    version: str  # the package's `__version__`, or "unknown"
+    files: list[FileRewrite]
 
 
 def diffusers_tree(path: Path) -> tuple[Path, Path | None]:
@@ -91,196 +67,56 @@ def _version(package: Path) -> str:
     return match.group(1) if match else "unknown"
 
 
-def _read(path: Path) -> tuple[SourceFile, ast.Module | None]:
-    """The source of `path` and its syntax tree (None when no method can be named like a blend, to save the parse)."""
-    source = read_source(path)
-    if BLEND_DEFINITION.search(source.text) is None:
-        return source, None
-    return source, _parse(source.text, path)
+def _plan_tests(root: Path, modules: list[FileRewrite]) -> list[FileRewrite]:
+    """The test files for the copies `modules` hold: upstream's tester-mixin layout edited, or (in an older checkout
+    with `tests/models/autoencoders/`) the standalone test module; none in a checkout with neither."""
+    classes = {name.split(".")[0] for plan in modules for name in plan.copies}
+    layout = plan_test_files(root, classes)
+    if layout is not None:
+        edits, _ = layout
+        return [
+            FileRewrite(path=path, kind=FileKind.TESTS, old=old.text, new=new, encoding=old.encoding)
+            for path, (old, new) in edits.items()
+        ]
+    test_path = root / TEST_MODULE_PATH
+    if not test_path.parent.is_dir():
+        return []
+    old = read_source(test_path) if test_path.exists() else SourceFile(test_path, "")
+    new = with_newline(render_test_module({plan.path.stem: plan.copies for plan in modules}), old.newline)
+    return [FileRewrite(path=test_path, kind=FileKind.TESTS, old=old.text, new=new, encoding=old.encoding)]
 
 
-def _parse(text: str, path: Path) -> ast.Module:
-    try:
-        return ast.parse(text, filename=str(path))
-    except SyntaxError as error:
-        raise RewriteError(f"cannot parse {path}: line {error.lineno}: {error.msg}") from error
-
-
-def _apply(lines: list[str], edits: list[tuple[int, int, list[str]]], newline: str) -> str:
-    """Replace lines[start:end] by each edit's lines (generated with "\\n", written with `newline`); edits must not
-    overlap."""
-    for start, end, replacement in sorted(edits, key=lambda edit: edit[0], reverse=True):
-        lines[start:end] = [with_newline(line, newline) for line in replacement]
-    return "".join(lines)
-
-
-def _indent(text: str, indent: str) -> list[str]:
-    """Lines of a method text written at one level (4 spaces), re-indented to `indent`."""
-    return [indent + line[4:] if line.strip() else line for line in text.splitlines(keepends=True)]
-
-
-def _name_order(name: str) -> tuple[int, str, str]:
-    """isort's order-by-type, as ruff applies it: CONSTANTS, then Classes, then functions and variables."""
-    kind = 0 if name.isupper() and len(name) > 1 else 1 if name[0].isupper() else 2
-    return kind, name.lower(), name
-
-
-def _import_lines(names: list[str], wrapped: bool = False) -> list[str]:
-    """`from .vae import <names>` as ruff formats it: one line if it fits (and was not wrapped before), else one name
-    per line."""
-    names = sorted(names, key=_name_order)
-    line = f"from .{VAE_MODULE} import {', '.join(names)}\n"
-    if len(line) - 1 <= LINE_LENGTH and not wrapped:
-        return [line]
-    return [f"from .{VAE_MODULE} import (\n", *[f"    {name},\n" for name in names], ")\n"]
-
-
-def _import_edit(tree: ast.Module, path: Path):
-    """The edit adding `blend_tiles` to the file's `from .vae import ...`, or None when it is there already."""
-    imports = [
-        node
-        for node in tree.body
-        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module == VAE_MODULE
-    ]
-    if any(alias.name == "blend_tiles" and alias.asname is None for node in imports for alias in node.names):
-        return None
-    # ruff keeps aliased names in statements of their own: extend one without aliases.
-    plain = [node for node in imports if not any(alias.asname for alias in node.names)]
-    if not plain:
-        raise RewriteError(f"{path} has no `from .{VAE_MODULE} import ...` (without aliases) to add blend_tiles to")
-    names = [alias.name for alias in plain[0].names] + ["blend_tiles"]
-    wrapped = plain[0].end_lineno > plain[0].lineno
-    return plain[0].lineno - 1, plain[0].end_lineno, _import_lines(names, wrapped)
-
-
-def _copied_from_start(lines: list[str], def_index: int) -> tuple[int, str | None]:
-    """Index of the first "Copied from" comment line directly above line `def_index`, and its target."""
-    start, target = def_index, None
-    while start > 0 and (match := COPIED_FROM.match(lines[start - 1])):
-        start -= 1
-        target = target or match.group(2)
-    return start, target
-
-
-def plan_module(path: Path, code: UpstreamCode) -> FileRewrite:
-    """Plan the rewrite of one autoencoder module (not vae.py's own `AutoencoderMixin` methods)."""
-    source, tree = _read(path)
-    lines = split_lines(source.text)
-    plan = FileRewrite(path=path, old=source.text, new=source.text, encoding=source.encoding)
-    if tree is None:
-        return plan
-    edits = []
-    for cls, function in blend_candidates(tree):
-        if path.stem == VAE_MODULE and cls.name == SOURCE_CLASS and cls in tree.body:
-            continue
-        name = f"{cls.name}.{function.name}"
-        first = (function.decorator_list[0].lineno if function.decorator_list else function.lineno) - 1
-        start, target = _copied_from_start(lines, first)
-        ours = target == code.copied_from(function.name).removeprefix("diffusers.")
-        if recognize(function) is None and not ours:
-            plan.skipped.append(name)
-            continue
-        if cls not in tree.body:
-            plan.nested.append(name)
-            continue
-        indent = lines[function.lineno - 1][: function.col_offset]
-        replacement = [f"{indent}# Copied from {code.copied_from(function.name)}\n"]
-        replacement += _indent(code.methods[function.name], indent)
-        if normalize_newlines("".join(lines[start : function.end_lineno])) == "".join(replacement):
-            plan.up_to_date.append(name)
-        else:
-            plan.rewritten.append(name)
-            edits.append((start, function.end_lineno, replacement))
-    if plan.rewritten or plan.up_to_date:
-        if path.stem != VAE_MODULE and (edit := _import_edit(tree, path)) is not None:
-            edits.append(edit)
-    plan.new = _apply(lines, edits, source.newline)
-    return plan
-
-
-def plan_vae(plan: FileRewrite, code: UpstreamCode) -> FileRewrite:
-    """Add (or refresh) `blend_tiles` and the `AutoencoderMixin` blend methods on top of vae.py's module plan."""
-    lines = split_lines(plan.new)
-    tree = _parse(plan.new, plan.path)
-    classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == SOURCE_CLASS]
-    if not classes:
-        package = plan.path.parents[len(AUTOENCODERS.parts)]
-        raise RewriteError(
-            f"{plan.path} has no class {SOURCE_CLASS} (diffusers {_version(package)}): tileblend rewrite supports "
-            f"diffusers {FIRST_SUPPORTED_VERSION} and later, where the blends' source can be a method of "
-            f"{SOURCE_CLASS}; tileblend.enable() works on this version"
-        )
-    mixin = classes[0]
-    edits = []
-    function_lines = code.function.splitlines(keepends=True)
-    existing = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "blend_tiles"]
-    if existing:
-        edits.append((existing[0].lineno - 1, existing[0].end_lineno, function_lines))
-    else:
-        first = (mixin.decorator_list[0].lineno if mixin.decorator_list else mixin.lineno) - 1
-        edits.append((first, first, function_lines + ["\n", "\n"]))
-    methods = {node.name: node for node in mixin.body if isinstance(node, ast.FunctionDef)}
-    appended = []
-    for name, text in code.methods.items():
-        if name in methods:
-            edits.append((methods[name].lineno - 1, methods[name].end_lineno, text.splitlines(keepends=True)))
-        else:
-            appended += ["\n", *text.splitlines(keepends=True)]
-    if appended:
-        edits.append((mixin.end_lineno, mixin.end_lineno, appended))
-    plan.new = _apply(lines, edits, dominant_newline(plan.old))
-    return plan
-
-
-def plan_rewrite(path: Path, code: UpstreamCode | None = None) -> list[FileRewrite]:
-    """Plan the rewrite of the diffusers tree at `path`: one `FileRewrite` per file considered, nothing written."""
+def plan_rewrite(path: Path, code: UpstreamCode | None = None) -> TreeRewrite:
+    """Plan the rewrite of the diffusers tree at `path` (nothing written): read each file once, plan it
+    (`tileblend.rewrite_plan`), then plan the test files."""
     code = code or upstream_code()
     package, root = diffusers_tree(path)
-    plans = [plan_module(module, code) for module in sorted((package / AUTOENCODERS).glob("*.py"))]
-    plans = [
-        plan
-        for plan in plans
-        if plan.rewritten or plan.up_to_date or plan.skipped or plan.nested or plan.path.stem == VAE_MODULE
-    ]
-    if not any(plan.rewritten or plan.up_to_date for plan in plans):
+    version = _version(package)
+    modules = []
+    for module in sorted((package / AUTOENCODERS).glob("*.py")):
+        source = read_source(module)
+        if module.stem == VAE_MODULE:
+            modules.append(plan_vae(source, code, version))
+        elif (plan := plan_module(source, code)).copies or plan.skipped or plan.nested:
+            modules.append(plan)
+    if not any(plan.copies for plan in modules):
         raise RewriteError(f"no loop blend methods found under {package / AUTOENCODERS}")
-    plans = [plan_vae(plan, code) if plan.path.stem == VAE_MODULE else plan for plan in plans]
-    for plan in plans:
-        try:
-            if plan.changed:
-                ast.parse(plan.new)
-        except SyntaxError as error:
-            raise RewriteError(f"the rewrite of {plan.path} does not parse: {error}") from error
-    if root is not None and has_tester_layout(root):
-        classes = {name.split(".")[0] for plan in plans for name in [*plan.rewritten, *plan.up_to_date]}
-        try:
-            edits, _ = plan_test_files(root, classes)
-        except TestLayoutError as error:
-            raise RewriteError(str(error)) from error
-        plans += [
-            FileRewrite(path=path, old=old.text, new=new, encoding=old.encoding) for path, (old, new) in edits.items()
-        ]
-    elif root is not None and (root / TEST_MODULE_PATH).parent.is_dir():
-        test_path = root / TEST_MODULE_PATH
-        old = read_source(test_path) if test_path.exists() else SourceFile(test_path, "")
-        classes = {plan.path.stem: [*plan.rewritten, *plan.up_to_date] for plan in plans}
-        new = with_newline(render_test_module(classes), old.newline)
-        plans.append(FileRewrite(path=test_path, old=old.text, new=new, encoding=old.encoding))
-    return plans
+    tests = _plan_tests(root, modules) if root is not None else []
+    return TreeRewrite(package, root, version, modules + tests)
 
 
-def apply_rewrite(plans: list[FileRewrite]) -> None:
+def apply_rewrite(rewrite: TreeRewrite) -> None:
     """Write every changed file, all or nothing (`tileblend.source_files.write_files`), vae.py first so that any
     state the tree is left in (a crash between two replacements) imports; raise `SourceError` if it cannot."""
-    changed = sorted((plan for plan in plans if plan.changed), key=lambda plan: plan.path.stem != VAE_MODULE)
+    changed = sorted((plan for plan in rewrite.files if plan.changed), key=lambda plan: plan.kind is not FileKind.VAE)
     write_files([SourceFile(plan.path, plan.new, plan.encoding) for plan in changed])
 
 
-def report(plans: list[FileRewrite], package: Path) -> str:
+def report(rewrite: TreeRewrite) -> str:
     """What the rewrite does (or did): per file, the methods rewritten, up to date and skipped; then totals."""
     lines = []
-    for plan in plans:
-        relative = plan.path.relative_to(package) if plan.path.is_relative_to(package) else plan.path
+    for plan in rewrite.files:
+        relative = plan.path.relative_to(rewrite.package) if plan.path.is_relative_to(rewrite.package) else plan.path
         for label, names in (("rewritten", plan.rewritten), ("up to date", plan.up_to_date)):
             if names:
                 lines.append(f"{relative}: {label}: {', '.join(names)}")
@@ -291,17 +127,17 @@ def report(plans: list[FileRewrite], package: Path) -> str:
                 f"{relative}: skipped (a loop in a nested class, where a copy cannot be checked): "
                 f"{', '.join(plan.nested)}"
             )
-        if plan.path.stem == VAE_MODULE and plan.path.parent.name == "autoencoders":
+        if plan.kind is FileKind.VAE:
             lines.append(f"{relative}: blend_tiles and {SOURCE_CLASS}.blend_v/h/t: {_state(plan)}")
-        elif not (plan.rewritten or plan.up_to_date or plan.skipped or plan.nested):
+        elif plan.kind is FileKind.TESTS:
             lines.append(f"{relative}: test module: {_state(plan)}")
-    copies = [plan for plan in plans if plan.rewritten or plan.up_to_date]
-    methods = sum(len(plan.rewritten) + len(plan.up_to_date) for plan in copies)
-    rewritten = sum(len(plan.rewritten) for plan in plans)
-    skipped = [name for plan in plans for name in plan.skipped + plan.nested]
+    copies = [plan for plan in rewrite.files if plan.copies]
+    methods = sum(len(plan.copies) for plan in copies)
+    rewritten = sum(len(plan.rewritten) for plan in rewrite.files)
+    skipped = [name for plan in rewrite.files for name in plan.skipped + plan.nested]
     lines.append(
         f"{methods} blend methods in {len(copies)} files ({rewritten} rewritten, {methods - rewritten} up to date), "
-        f"{len(skipped)} skipped, {sum(plan.changed for plan in plans)} files changed"
+        f"{len(skipped)} skipped, {sum(plan.changed for plan in rewrite.files)} files changed"
     )
     return "\n".join(lines)
 
@@ -310,11 +146,12 @@ def _state(plan: FileRewrite) -> str:
     return "up to date" if not plan.changed else "written" if plan.old else "created"
 
 
-def unified_diff(plans: list[FileRewrite], base: Path) -> str:
-    """The changes as a unified diff with paths relative to `base` (applies with `git apply` there). Lines keep their
-    own endings, and a file's BOM is part of its first line."""
+def unified_diff(rewrite: TreeRewrite) -> str:
+    """The changes as a unified diff with paths relative to the checkout root (or the package's parent), so that it
+    applies with `git apply` there. Lines keep their own endings, and a file's BOM is part of its first line."""
+    base = rewrite.root or rewrite.package.parent
     patches = []
-    for plan in plans:
+    for plan in rewrite.files:
         if plan.changed:
             name = plan.path.relative_to(base).as_posix()
             bom = "\ufeff" if plan.encoding == "utf-8-sig" else ""
@@ -344,21 +181,20 @@ def add_parser(subparsers) -> None:
 def main(args: argparse.Namespace) -> int:
     """Plan, report and (unless --check or --diff) write the rewrite of `args.path`."""
     try:
-        plans = plan_rewrite(args.path)
-        package, root = diffusers_tree(args.path)
+        rewrite = plan_rewrite(args.path)
         if args.diff:
             sys.stdout.flush()  # bytes, so that no platform translates the lines' own endings
-            sys.stdout.buffer.write(unified_diff(plans, root or package.parent).encode("utf-8"))
+            sys.stdout.buffer.write(unified_diff(rewrite).encode("utf-8"))
             sys.stdout.buffer.flush()
             return 0
         if not args.check:
-            apply_rewrite(plans)
+            apply_rewrite(rewrite)
     except (SourceError, OSError) as error:
         print(f"tileblend rewrite: error: {error}", file=sys.stderr)
         return 2
-    print(report(plans, package))
+    print(report(rewrite))
     if args.check:
-        pending = [str(plan.path) for plan in plans if plan.changed]
+        pending = [str(plan.path) for plan in rewrite.files if plan.changed]
         if pending:
             print(f"rewrite pending in {len(pending)} files: {', '.join(pending)}", file=sys.stderr)
             return 1

@@ -12,6 +12,7 @@ config, as measured on upstream main.
 import ast
 from pathlib import Path
 
+from .rewrite_plan import parse_source
 from .source_files import SourceFile, read_source, split_lines, with_newline
 from .upstream_mixin_text import MIXIN, MIXIN_NAME, TEST_CLASS_SUFFIX, TilingBlendCase, test_class
 
@@ -121,16 +122,6 @@ CASES: dict[str, TilingBlendCase] = {
 blends with upstream's tiny config. Measured on upstream main (2026-08)."""
 
 
-class TestLayoutError(Exception):
-    """An upstream test file cannot be edited as planned."""
-
-
-def has_tester_layout(root: Path) -> bool:
-    """Whether the checkout at `root` has upstream's tester-mixin layout for autoencoder tests."""
-    path = root / TESTING_UTILS
-    return path.is_file() and "class AutoencoderTesterMixin" in path.read_text(encoding="utf-8")
-
-
 def _replace_or_append(
     lines: list[str], tree: ast.Module, name: str, text: str, after: int | None, newline: str
 ) -> list[str]:
@@ -199,36 +190,42 @@ def _slicing_tiling_end(tree: ast.Module, config: str) -> int | None:
     return None
 
 
-def plan_test_files(root: Path, classes: set[str]) -> tuple[dict[Path, tuple[SourceFile, str]], dict[str, str | None]]:
-    """Plan the edits for the rewritten `classes` in the checkout at `root`.
+TestFileEdits = dict[Path, tuple[SourceFile, str]]
+
+
+def plan_test_files(root: Path, classes: set[str]) -> tuple[TestFileEdits, dict[str, str | None]] | None:
+    """Plan the edits for the rewritten `classes` in the checkout at `root`, or return None when it does not have
+    upstream's tester-mixin layout (no `AutoencoderTesterMixin` in its testing_utils.py).
 
     Returns ({path: (the file as read, new text)} for testing_utils.py and every test file that gets a test class,
     {class name: the test class added for it, or None when the class has no upstream test file or no case}). Each
-    file keeps its line endings; the lines added take the file's dominant one.
+    file keeps its line endings; the lines added take the file's dominant one. Raises `RewriteError` for a file that
+    does not parse.
     """
     utils_path = root / TESTING_UTILS
+    if not utils_path.is_file():
+        return None
     source = read_source(utils_path)
+    if "class AutoencoderTesterMixin" not in source.text:
+        return None
     lines = _replace_or_append(
-        split_lines(source.text), ast.parse(source.text), MIXIN_NAME, MIXIN, None, source.newline
+        split_lines(source.text), parse_source(source.text, utils_path), MIXIN_NAME, MIXIN, None, source.newline
     )
     edits = {utils_path: (source, "".join(lines))}
     added = dict.fromkeys(sorted(classes))
     for path in sorted((root / TESTS).glob("test_*.py")):
         source = read_source(path)
-        old = source.text
-        if "model_class" not in old:
+        if "model_class" not in source.text:
             continue
-        try:
-            tree = ast.parse(old, filename=str(path))
-        except SyntaxError as error:
-            raise TestLayoutError(f"cannot parse {path}: line {error.lineno}: {error.msg}") from error
-        new, touched = old, False
+        tree = parse_source(source.text, path)
+        new, touched = source.text, False
         for model, config in _config_classes(tree).items():
             if model not in classes or model not in CASES or added[model] is not None:
                 continue
             name = f"Test{model}{TEST_CLASS_SUFFIX}"
             text = test_class(model, config.name, CASES[model])
-            tree = ast.parse(new)
+            if touched:  # a test class was added: the edited text's own tree has the new positions
+                tree = ast.parse(new)
             lines = _replace_or_append(
                 split_lines(new), tree, name, text, _slicing_tiling_end(tree, config.name), source.newline
             )

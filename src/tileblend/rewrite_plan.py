@@ -1,0 +1,233 @@
+"""The planning half of `tileblend rewrite`: one autoencoder module's text in, its rewritten text out, no file IO.
+
+`plan_module` plans a module of `models/autoencoders` other than vae.py: every method that `tileblend.recognize`
+identifies as the row loop (or that already carries the mixin's "Copied from" comment) becomes
+
+    # Copied from diffusers.models.autoencoders.vae.AutoencoderMixin.blend_X
+    <the AutoencoderMixin method, same text>
+
+and `blend_tiles` joins the module's `from .vae import ...`. `plan_vae` plans vae.py: the same for its own loops, plus
+`blend_tiles` and the `AutoencoderMixin` methods, added or refreshed. Both parse their input once, compute every edit
+on that one tree (the edits never overlap) and apply them together; the result is a `FileRewrite`. The text of every
+copy and of its source comes from one `UpstreamCode`, so the rewriter is what keeps tileblend's copies in sync: a
+rerun refreshes them all (`utils/check_copies.py` only checks them).
+"""
+
+import ast
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from .recognize import blend_candidates, recognize
+from .source_files import COPIED_FROM, SourceError, SourceFile, normalize_newlines, split_lines, with_newline
+from .upstream_code import SOURCE_CLASS, UpstreamCode
+
+
+VAE_MODULE = "vae"
+FIRST_SUPPORTED_VERSION = "0.36.0"  # the first diffusers release with AutoencoderMixin
+LINE_LENGTH = 119
+BLEND_DEFINITION = re.compile(r"\bdef\s+blend_[vht]\b")
+
+Edit = tuple[int, int, list[str]]  # replace lines[start:end] by these lines (generated with "\n")
+
+
+class RewriteError(SourceError):
+    """The tree cannot be rewritten; nothing was written."""
+
+
+class FileKind(Enum):
+    """What a planned file is to the rewrite."""
+
+    VAE = "vae"  # models/autoencoders/vae.py: blend_tiles and the AutoencoderMixin methods (the copies' source)
+    MODULE = "module"  # another module of models/autoencoders: its loops become copies
+    TESTS = "tests"  # an upstream test file the rewrite edits or creates
+
+
+@dataclass
+class FileRewrite:
+    """The planned change of one file: its old and new text (line endings as stored), how it is stored, and what
+    changed in it."""
+
+    path: Path
+    kind: FileKind
+    old: str
+    new: str
+    encoding: str = "utf-8"  # "utf-8-sig" for a file that starts with a BOM
+    rewritten: list[str] = field(default_factory=list)  # "Class.method" replaced from the loop (or refreshed)
+    up_to_date: list[str] = field(default_factory=list)  # "Class.method" already the current copy
+    skipped: list[str] = field(default_factory=list)  # "Class.method" named like a blend, not recognised
+    nested: list[str] = field(default_factory=list)  # "Class.method" loops in a class that is not at module level
+
+    @property
+    def changed(self) -> bool:
+        return self.old != self.new
+
+    @property
+    def copies(self) -> list[str]:
+        """Every "Class.method" that is the mixin's copy once the plan is written."""
+        return self.rewritten + self.up_to_date
+
+
+def parse_source(text: str, path: Path) -> ast.Module:
+    """The syntax tree of a file's text; raise `RewriteError` naming the file and line when it does not parse."""
+    try:
+        return ast.parse(text, filename=str(path))
+    except SyntaxError as error:
+        raise RewriteError(f"cannot parse {path}: line {error.lineno}: {error.msg}") from error
+
+
+def apply_edits(lines: list[str], edits: list[Edit], newline: str) -> str:
+    """Replace lines[start:end] by each edit's lines, written with `newline`; edits must not overlap."""
+    for start, end, replacement in sorted(edits, key=lambda edit: edit[0], reverse=True):
+        lines[start:end] = [with_newline(line, newline) for line in replacement]
+    return "".join(lines)
+
+
+def _checked(plan: FileRewrite) -> FileRewrite:
+    """`plan`, once its new text parses: a safety check of the output (the input was parsed once, before editing)."""
+    try:
+        if plan.changed:
+            ast.parse(plan.new)
+    except SyntaxError as error:
+        raise RewriteError(f"the rewrite of {plan.path} does not parse: {error}") from error
+    return plan
+
+
+def _indent(text: str, indent: str) -> list[str]:
+    """Lines of a method text written at one level (4 spaces), re-indented to `indent`."""
+    return [indent + line[4:] if line.strip() else line for line in text.splitlines(keepends=True)]
+
+
+def _name_order(name: str) -> tuple[int, str, str]:
+    """isort's order-by-type, as ruff applies it: CONSTANTS, then Classes, then functions and variables."""
+    kind = 0 if name.isupper() and len(name) > 1 else 1 if name[0].isupper() else 2
+    return kind, name.lower(), name
+
+
+def _import_lines(names: list[str], wrapped: bool = False) -> list[str]:
+    """`from .vae import <names>` as ruff formats it: one line if it fits (and was not wrapped before), else one name
+    per line.
+
+    Written by hand rather than by running ruff: ruff is not a runtime dependency of tileblend, and its output varies
+    between versions, which would make the rewrite's output depend on the ruff installed."""
+    names = sorted(names, key=_name_order)
+    line = f"from .{VAE_MODULE} import {', '.join(names)}\n"
+    if len(line) - 1 <= LINE_LENGTH and not wrapped:
+        return [line]
+    return [f"from .{VAE_MODULE} import (\n", *[f"    {name},\n" for name in names], ")\n"]
+
+
+def _import_edit(tree: ast.Module, path: Path) -> Edit | None:
+    """The edit adding `blend_tiles` to the file's `from .vae import ...`, or None when it is there already."""
+    imports = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module == VAE_MODULE
+    ]
+    if any(alias.name == "blend_tiles" and alias.asname is None for node in imports for alias in node.names):
+        return None
+    # ruff keeps aliased names in statements of their own: extend one without aliases.
+    plain = [node for node in imports if not any(alias.asname for alias in node.names)]
+    if not plain:
+        raise RewriteError(f"{path} has no `from .{VAE_MODULE} import ...` (without aliases) to add blend_tiles to")
+    names = [alias.name for alias in plain[0].names] + ["blend_tiles"]
+    wrapped = plain[0].end_lineno > plain[0].lineno
+    return plain[0].lineno - 1, plain[0].end_lineno, _import_lines(names, wrapped)
+
+
+def _copied_from_start(lines: list[str], def_index: int) -> tuple[int, str | None]:
+    """Index of the first "Copied from" comment line directly above line `def_index`, and its target."""
+    start, target = def_index, None
+    while start > 0 and (match := COPIED_FROM.match(lines[start - 1])):
+        start -= 1
+        target = target or match.group(2)
+    return start, target
+
+
+def _first_line(node: ast.FunctionDef | ast.ClassDef) -> int:
+    """Index of the definition's first line: its first decorator, or its `def`/`class` line."""
+    return (node.decorator_list[0].lineno if node.decorator_list else node.lineno) - 1
+
+
+def _copy_edits(plan: FileRewrite, lines: list[str], tree: ast.Module, code: UpstreamCode) -> list[Edit]:
+    """The edits turning the file's loops into copies (vae.py's own `AutoencoderMixin` excepted); fills the plan's
+    lists of rewritten, up-to-date, skipped and nested methods."""
+    edits = []
+    for cls, function in blend_candidates(tree):
+        if plan.kind is FileKind.VAE and cls.name == SOURCE_CLASS and cls in tree.body:
+            continue
+        name = f"{cls.name}.{function.name}"
+        start, target = _copied_from_start(lines, _first_line(function))
+        ours = target == code.copied_from(function.name).removeprefix("diffusers.")
+        if recognize(function) is None and not ours:
+            plan.skipped.append(name)
+            continue
+        if cls not in tree.body:
+            plan.nested.append(name)
+            continue
+        indent = lines[function.lineno - 1][: function.col_offset]
+        replacement = [f"{indent}# Copied from {code.copied_from(function.name)}\n"]
+        replacement += _indent(code.methods[function.name], indent)
+        if normalize_newlines("".join(lines[start : function.end_lineno])) == "".join(replacement):
+            plan.up_to_date.append(name)
+        else:
+            plan.rewritten.append(name)
+            edits.append((start, function.end_lineno, replacement))
+    return edits
+
+
+def plan_module(source: SourceFile, code: UpstreamCode) -> FileRewrite:
+    """Plan the rewrite of an autoencoder module other than vae.py (not parsed when it defines no `blend_v/h/t`)."""
+    plan = FileRewrite(
+        path=source.path, kind=FileKind.MODULE, old=source.text, new=source.text, encoding=source.encoding
+    )
+    if BLEND_DEFINITION.search(source.text) is None:
+        return plan
+    lines = split_lines(source.text)
+    tree = parse_source(source.text, source.path)
+    edits = _copy_edits(plan, lines, tree, code)
+    if plan.copies and (edit := _import_edit(tree, source.path)) is not None:
+        edits.append(edit)
+    plan.new = apply_edits(lines, edits, source.newline)
+    return _checked(plan)
+
+
+def _mixin_edits(mixin: ast.ClassDef, tree: ast.Module, code: UpstreamCode) -> list[Edit]:
+    """The edits writing `blend_tiles` (above the mixin, or over the existing one) and the mixin's blend methods
+    (over the existing ones, the others appended to the class)."""
+    function_lines = code.function.splitlines(keepends=True)
+    existing = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "blend_tiles"]
+    if existing:
+        edits = [(existing[0].lineno - 1, existing[0].end_lineno, function_lines)]
+    else:
+        edits = [(_first_line(mixin), _first_line(mixin), function_lines + ["\n", "\n"])]
+    methods = {node.name: node for node in mixin.body if isinstance(node, ast.FunctionDef)}
+    appended = []
+    for name, text in code.methods.items():
+        if name in methods:
+            edits.append((methods[name].lineno - 1, methods[name].end_lineno, text.splitlines(keepends=True)))
+        else:
+            appended += ["\n", *text.splitlines(keepends=True)]
+    if appended:
+        edits.append((mixin.end_lineno, mixin.end_lineno, appended))
+    return edits
+
+
+def plan_vae(source: SourceFile, code: UpstreamCode, version: str) -> FileRewrite:
+    """Plan the rewrite of vae.py: `blend_tiles` and the `AutoencoderMixin` blend methods added or refreshed, and its
+    own loops (outside the mixin) made copies. `version` (the tree's diffusers version) names the tree in the error
+    raised when vae.py has no `AutoencoderMixin`."""
+    plan = FileRewrite(path=source.path, kind=FileKind.VAE, old=source.text, new=source.text, encoding=source.encoding)
+    tree = parse_source(source.text, source.path)
+    classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == SOURCE_CLASS]
+    if not classes:
+        raise RewriteError(
+            f"{source.path} has no class {SOURCE_CLASS} (diffusers {version}): tileblend rewrite supports "
+            f"diffusers {FIRST_SUPPORTED_VERSION} and later, where the blends' source can be a method of "
+            f"{SOURCE_CLASS}; tileblend.enable() works on this version"
+        )
+    lines = split_lines(source.text)
+    edits = _copy_edits(plan, lines, tree, code) + _mixin_edits(classes[0], tree, code)
+    plan.new = apply_edits(lines, edits, source.newline)
+    return _checked(plan)
