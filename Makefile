@@ -42,8 +42,8 @@ else
 	@echo "this repository holds no copies; they live in a diffusers checkout: make fix-copies DIFFUSERS=path"
 endif
 
-# The upstream pull request: rewrite the diffusers checkout DIFFUSERS=path, fix its copies, run ruff on the touched
-# files, and print a summary and the PR description (docs/upstream-pr.md).
+# The upstream pull request: rewrite the diffusers checkout DIFFUSERS=path, check its copies with utils/check_copies.py,
+# run ruff on the touched files, and print a summary and the PR description (docs/upstream-pr.md).
 # The numbers of the last `make upstream-check` (out/upstream-check.json) go into the description.
 upstream-pr: install
 	@test -n "$(DIFFUSERS)" || { echo "usage: make upstream-pr DIFFUSERS=path/to/diffusers-checkout"; exit 2; }
