@@ -1,14 +1,80 @@
-"""Shared fixtures: the scripts of `utils/` (not a package) as modules."""
+"""What the tests share: the `method` and `dtype` parameters, random tiles, the scripts of `utils/` as modules, and one
+thread per xdist worker.
+
+A test that takes `method` runs once per blend method of `tileblend.blend` (`BLEND_AXES`), one that takes `dtype`
+once per floating dtype the blend is exact for (`tileblend.blend.DTYPES`); a test that needs other values overrides
+the fixture with its own `pytest.mark.parametrize`. `random_values` and `random_tiles` are session fixtures that return
+builder functions, so hypothesis tests may use them too. `check_copies`, `upstream_check` and `upstream_pr` are the
+scripts of `utils/` (not a package), imported once per session.
+"""
 
 import importlib
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+import torch
+
+from tileblend.blend import BLEND_AXES, DTYPES
 
 
 UTILS = Path(__file__).resolve().parents[1] / "utils"
+
+# `make test` runs one pytest-xdist worker per core (`-n 2`); torch's default of one intra-op thread per core in every
+# worker would oversubscribe the cores. Outside xdist, torch's default applies.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(params=list(BLEND_AXES))
+def method(request) -> str:
+    """Each blend method name: "blend_v", "blend_h", "blend_t"."""
+    return request.param
+
+
+@pytest.fixture(params=list(DTYPES.values()), ids=list(DTYPES))
+def dtype(request) -> torch.dtype:
+    """Each floating dtype: float32, float16, bfloat16, float64."""
+    return request.param
+
+
+def _normal(shape, dtype, generator, device="cpu") -> torch.Tensor:
+    """Normal values times 4, drawn in float64 on the CPU, then rounded to `dtype` on `device`."""
+    return (torch.randn(shape, generator=generator, dtype=torch.float64) * 4).to(device=device, dtype=dtype)
+
+
+def _random_values(shape, dtype, seed) -> torch.Tensor:
+    """A tensor of `shape` and `dtype` of normal values times 4, the same for the same seed."""
+    return _normal(shape, dtype, torch.Generator().manual_seed(seed))
+
+
+def _random_tiles(method, dtype, seed=0, length=16, a_length=None, shape=(2, 3, 6, 7, 8), device="cpu"):
+    """A pair [a, b] of random tiles of `shape` with `length` rows along `method`'s axis (`a_length` rows for `a`).
+
+    Both are drawn, `a` first, from one generator seeded with `seed`.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    tiles = []
+    for rows in (a_length or length, length):
+        tile_shape = list(shape)
+        tile_shape[BLEND_AXES[method]] = rows
+        tiles.append(_normal(tile_shape, dtype, generator, device))
+    return tiles
+
+
+@pytest.fixture(scope="session")
+def random_values():
+    """`random_values(shape, dtype, seed)`: a seeded tensor of normal values times 4."""
+    return _random_values
+
+
+@pytest.fixture(scope="session")
+def random_tiles():
+    """`random_tiles(method, dtype, seed=0, length=16, a_length=None, shape=(2, 3, 6, 7, 8), device="cpu")`: a seeded
+    pair [a, b] of tiles for `method`."""
+    return _random_tiles
 
 
 def load_utility(name: str) -> ModuleType:

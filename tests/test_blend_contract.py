@@ -1,4 +1,7 @@
-"""The contract of `tileblend.blend` beyond values: autograd, aten-op counts and torch.compile."""
+"""The contract of `tileblend.blend` beyond values: autograd, aten-op counts and torch.compile.
+
+`method`, `dtype` (every floating dtype) and `random_tiles` are fixtures of tests/conftest.py.
+"""
 
 import pytest
 import torch
@@ -10,29 +13,11 @@ from tileblend.compare import bitwise_equal
 from tileblend.opcount import count_aten_ops
 
 
-METHODS = list(BLEND_AXES)
-FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
-
-
-def tiles(method, dtype, length=16, seed=0, a_length=None):
-    """Random tiles (2, 3, 6, 7, 8) with `length` rows along `method`'s axis (and `a_length` for `a`)."""
-    axis = BLEND_AXES[method]
-    generator = torch.Generator().manual_seed(seed)
-    shapes = []
-    for rows in (a_length or length, length):
-        shape = [2, 3, 6, 7, 8]
-        shape[axis] = rows
-        shapes.append(shape)
-    return [(torch.randn(shape, generator=generator, dtype=torch.float64) * 4).to(dtype) for shape in shapes]
-
-
-@pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("extent", [1, 2, 3, 5, 8, 12, 20])
-def test_autograd_equals_loop(method, dtype, extent):
+def test_autograd_equals_loop(method, dtype, extent, random_tiles):
     """`a` requires grad and `b = x * 1` is not a leaf: outputs and the gradients of `a` and `x` are the loop's."""
-    a_values, x_values = tiles(method, dtype, seed=extent, a_length=13)
-    grad_output = tiles(method, dtype, seed=extent + 100)[1]
+    a_values, x_values = random_tiles(method, dtype, seed=extent, a_length=13)
+    grad_output = random_tiles(method, dtype, seed=extent + 100)[1]
 
     def run(function):
         a = a_values.clone().requires_grad_()
@@ -74,8 +59,6 @@ def seam_tiles(method, dtype=torch.float32, length=512):
     return torch.randn(shape).to(dtype), torch.randn(shape).to(dtype)
 
 
-@pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 def test_aten_op_count_is_constant_in_extent(method, dtype):
     a, b = seam_tiles(method, dtype)
     first = first_vectorized_extent(dtype)
@@ -116,7 +99,6 @@ def wide_tiles(method, dtype, extent, row, device="cpu"):
     return torch.randn(shape, device=device).to(dtype), torch.randn(shape, device=device).to(dtype)
 
 
-@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize(
     "dtype, extent, row, form",
     [(dtype, extent, row, form) for dtypes, extent, row, form in CPU_PATHS for dtype in dtypes],
@@ -134,8 +116,6 @@ def test_cpu_takes_the_documented_form(method, dtype, extent, row, form):
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 def test_cuda_op_count_is_constant_for_every_row_width(method, dtype):
     """The CPU's thresholds do not apply on CUDA: from 3 rows on, any row width, one constant count."""
     counts = set()
@@ -146,8 +126,6 @@ def test_cuda_op_count_is_constant_for_every_row_width(method, dtype):
     assert len(counts) == 1 and counts.pop() <= 16, f"aten ops per call: {sorted(counts)}"
 
 
-@pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("extent", [None, 8, 17, 128, 512])
 def test_at_most_three_kernels_touch_the_seam(method, dtype, extent):
     extent = extent or first_vectorized_extent(dtype)
@@ -157,8 +135,6 @@ def test_at_most_three_kernels_touch_the_seam(method, dtype, extent):
     assert 1 <= len(counter.ops) <= 3, f"seam-sized kernels: {counter.ops} (none: the row loop ran)"
 
 
-@pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 def test_short_seams_take_the_row_loop(method, dtype):
     """Below the first vectorized extent the blend is the loop itself: exactly the loop's 7 aten ops per row."""
     a, b = seam_tiles(method, dtype)
@@ -167,7 +143,6 @@ def test_short_seams_take_the_row_loop(method, dtype):
         assert sum(ops.values()) == 7 * extent, f"extent {extent}: {dict(ops)}"
 
 
-@pytest.mark.parametrize("method", METHODS)
 def test_loop_dispatches_seven_ops_per_row(method):
     """The baseline the vectorized form is measured against: select, mul, add and copy per row."""
     a, b = seam_tiles(method)
@@ -175,14 +150,13 @@ def test_loop_dispatches_seven_ops_per_row(method):
         assert sum(count_aten_ops(reference.REFERENCE_FUNCTIONS[method], a, b, extent).values()) == 7 * extent
 
 
-@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
-def test_torch_compile_fullgraph(method, backend):
+def test_torch_compile_fullgraph(method, backend, random_tiles):
     """Compiles without a graph break and gives the loop's bits, in place."""
     torch._dynamo.reset()
     compiled = torch.compile(getattr(blend, method), backend=backend, fullgraph=True)
     for dtype in (torch.float32, torch.bfloat16):
-        a, b = tiles(method, dtype, seed=3, a_length=13)
+        a, b = random_tiles(method, dtype, seed=3, a_length=13)
         expected = reference.REFERENCE_FUNCTIONS[method](a, b.clone(), 10)
         result = compiled(a, b, 10)
         assert result is b
@@ -207,7 +181,6 @@ def func_transforms():
     }
 
 
-@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("transform", list(func_transforms()))
 def test_torch_func_transforms_equal_loop(method, transform):
     """grad, vjp, jvp, vmap, jacrev and jacfwd work as with the loop and give its bits."""
@@ -221,13 +194,11 @@ def test_torch_func_transforms_equal_loop(method, transform):
         assert bitwise_equal(expected_tensor, actual_tensor)
 
 
-@pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("dual", ["a", "b", "both"])
-def test_forward_ad_dual_tensors_equal_loop(method, dtype, dual):
+def test_forward_ad_dual_tensors_equal_loop(method, dtype, dual, random_tiles):
     """Forward-mode AD: the primal and the tangent of the result are the loop's."""
-    a_values, b_values = tiles(method, dtype, seed=4)
-    a_tangent, b_tangent = tiles(method, dtype, seed=5)
+    a_values, b_values = random_tiles(method, dtype, seed=4)
+    a_tangent, b_tangent = random_tiles(method, dtype, seed=5)
 
     def run(function):
         with torch.autograd.forward_ad.dual_level():
@@ -244,13 +215,11 @@ def test_forward_ad_dual_tensors_equal_loop(method, dtype, dual):
     assert bitwise_equal(expected.tangent, actual.tangent)
 
 
-@pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("extent", [2, 8, 16])
-def test_tiles_the_loop_cannot_blend_raise_before_b_is_written(method, dtype, extent):
+def test_tiles_the_loop_cannot_blend_raise_before_b_is_written(method, dtype, extent, random_tiles):
     """`a` of batch 2 does not fit `b` of batch 1: both forms raise, and `b` keeps every bit."""
-    a = tiles(method, dtype, seed=6)[0]
-    b = tiles(method, dtype, seed=8)[1][:1]
+    a = random_tiles(method, dtype, seed=6)[0]
+    b = random_tiles(method, dtype, seed=8)[1][:1]
     before = b.clone()
     with pytest.raises(RuntimeError):
         reference.REFERENCE_FUNCTIONS[method](a, b.clone(), extent)
@@ -259,11 +228,9 @@ def test_tiles_the_loop_cannot_blend_raise_before_b_is_written(method, dtype, ex
     assert bitwise_equal(before, b)
 
 
-@pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
-def test_gradients_of_negative_zero_equal_loop(method, dtype):
+def test_gradients_of_negative_zero_equal_loop(method, dtype, random_tiles):
     """An upstream gradient of -0.0 gives the loop's signed zeros in the gradients of `a` and of `b`."""
-    a_values, x_values = tiles(method, dtype, seed=9, a_length=13)
+    a_values, x_values = random_tiles(method, dtype, seed=9, a_length=13)
 
     def run(function):
         a = a_values.clone().requires_grad_()

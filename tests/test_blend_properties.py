@@ -2,15 +2,15 @@
 
 Hypothesis draws the method, rank, lengths along the blended axis, extent, dtype and memory layout of both tiles; each
 case compares the whole storage `b` lives in, so rows past the seam and memory around a view must stay untouched.
+`method`, `dtype` and `random_values` are fixtures of tests/conftest.py.
 """
 
 import hypothesis.strategies as st
-import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 
 from tileblend import blend, reference
-from tileblend.blend import BLEND_AXES
+from tileblend.blend import BLEND_AXES, DTYPES
 from tileblend.compare import bitwise_equal
 
 
@@ -18,13 +18,8 @@ from tileblend.compare import bitwise_equal
 EXAMPLES = settings(derandomize=True, deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 
 METHODS = list(BLEND_AXES)
-FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+FLOAT_DTYPES = list(DTYPES.values())
 LAYOUTS = ["contiguous", "step", "offset", "transposed", "channels_last"]
-
-
-def random_values(shape, dtype, seed):
-    generator = torch.Generator().manual_seed(seed)
-    return (torch.randn(shape, generator=generator, dtype=torch.float64) * 4).to(dtype)
 
 
 def special_values(shape, dtype, seed):
@@ -110,8 +105,8 @@ def check_against_loop(case, make_values):
 
 
 @EXAMPLES
-@given(blend_cases())
-def test_equals_loop(case):
+@given(case=blend_cases())
+def test_equals_loop(case, random_values):
     check_against_loop(case, random_values)
 
 
@@ -128,7 +123,7 @@ drawn for each (million-element rows only reach extents up to 4, where float32 a
 
 @settings(derandomize=True, deadline=None, max_examples=24, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
-def test_wide_rows_equal_loop(data):
+def test_wide_rows_equal_loop(data, random_values):
     """Video-sized rows, where the CPU switches between the vectorized form and the loop, on every layout."""
     method = data.draw(st.sampled_from(METHODS))
     axis = BLEND_AXES[method]
@@ -153,8 +148,8 @@ def test_wide_rows_equal_loop(data):
 
 
 @EXAMPLES
-@given(blend_cases())
-def test_rows_past_the_seam_untouched(case):
+@given(case=blend_cases())
+def test_rows_past_the_seam_untouched(case, random_values):
     """Rows at and after `min(len_a, len_b, extent)` keep their bits; so do all rows when that is <= 0."""
     axis = BLEND_AXES[case["method"]]
     a = random_values(case["a_shape"], case["dtype"], case["seed"])
@@ -175,7 +170,7 @@ def test_rows_past_the_seam_untouched(case):
     extent=st.integers(-1, 24),
     seed=st.integers(0, 2**16),
 )
-def test_overlapping_tiles_equal_loop(method, dtype, length, a_range, b_range, extent, seed):
+def test_overlapping_tiles_equal_loop(method, dtype, length, a_range, b_range, extent, seed, random_values):
     """`a` and `b` as views of one tensor, overlapping or not (or the same view): the result is still the loop's."""
     axis = BLEND_AXES[method]
     shape = [2, 3, 4, 5]
@@ -193,9 +188,7 @@ def test_overlapping_tiles_equal_loop(method, dtype, length, a_range, b_range, e
     assert bitwise_equal(expected, base)
 
 
-@pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
-def test_a_is_b(method, dtype):
+def test_a_is_b(method, dtype, random_values):
     for extent in (1, 2, 3, 5, 8, 12):
         b = random_values([2, 3, 12, 13, 14], dtype, extent)
         expected = reference.REFERENCE_FUNCTIONS[method](b.clone(), b.clone(), extent)
@@ -214,7 +207,6 @@ def test_integer_tensors_equal_loop(case):
     check_against_loop(case, integer_values)
 
 
-@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 def test_weights_are_python_doubles(dtype):
     """Blending ones into zeros (and back) exposes the weights: `1 - y / n` and `y / n` as Python computes them, cast
     once to the dtype's opmath type (float64 for float64, float32 otherwise) and rounded to `dtype`."""

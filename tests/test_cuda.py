@@ -1,7 +1,8 @@
 """CUDA: the vectorized blend equals the loop on the device and stays exact under CUDA-graph capture and replay.
 
 Skipped without a CUDA device. The weights are built on the device from float64 arithmetic, so a captured blend reads
-no host memory and each replay blends whatever the static inputs hold.
+no host memory and each replay blends whatever the static inputs hold. `method`, `dtype` and `random_tiles` are fixtures
+of tests/conftest.py.
 """
 
 import pytest
@@ -9,7 +10,6 @@ import torch
 
 import tileblend
 from tileblend import blend, reference
-from tileblend.blend import BLEND_AXES
 from tileblend.compare import bitwise_equal
 
 
@@ -18,24 +18,16 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
 ]
 
-METHODS = list(BLEND_AXES)
-FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 DEVICE = "cuda"
 
 
-def tiles(method, dtype, seed, length=40, device=DEVICE):
-    """A pair of random (2, 3, 6, 40, 24)-like tiles with `length` rows along `method`'s axis."""
-    shape = [2, 3, 6, 20, 24]
-    shape[BLEND_AXES[method]] = length
-    generator = torch.Generator().manual_seed(seed)
-    return [(torch.randn(shape, generator=generator, dtype=torch.float64) * 4).to(device, dtype) for _ in range(2)]
+# Random tiles of (2, 3, 6, 20, 24) with 40 rows along the blended axis, on the device.
+DEVICE_TILES = {"length": 40, "shape": (2, 3, 6, 20, 24), "device": DEVICE}
 
 
-@pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
-def test_device_blend_equals_loop_on_device_and_on_cpu(method, dtype):
+def test_device_blend_equals_loop_on_device_and_on_cpu(method, dtype, random_tiles):
     for extent in (-1, 0, 1, 2, 3, 17, 40, 64):
-        a, b = tiles(method, dtype, seed=extent + 10)
+        a, b = random_tiles(method, dtype, seed=extent + 10, **DEVICE_TILES)
         expected_cpu = reference.REFERENCE_FUNCTIONS[method](a.cpu(), b.cpu(), extent)
         expected_device = reference.REFERENCE_FUNCTIONS[method](a, b.clone(), extent)
         result = getattr(blend, method)(a, b, extent)
@@ -44,7 +36,6 @@ def test_device_blend_equals_loop_on_device_and_on_cpu(method, dtype):
         assert bitwise_equal(expected_cpu, b.cpu())
 
 
-@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 def test_device_weights_are_python_doubles(dtype):
     opmath = torch.float64 if dtype == torch.float64 else torch.float32
     for n in range(1, 601):
@@ -54,11 +45,9 @@ def test_device_weights_are_python_doubles(dtype):
         assert bitwise_equal(weight_b.expand(n, 3), blend.blend_v(zeros, ones.clone(), n).cpu()), n
 
 
-@pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
-def test_device_blend_never_synchronizes(method, dtype):
+def test_device_blend_never_synchronizes(method, dtype, random_tiles):
     """No host-to-device copy or other synchronising call: CUDA raises in "error" sync-debug mode if there is one."""
-    a, b = tiles(method, dtype, seed=5)
+    a, b = random_tiles(method, dtype, seed=5, **DEVICE_TILES)
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
@@ -81,12 +70,10 @@ def capture(function):
     return graph, output
 
 
-@pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("extent", [2, 3, 32])
 @pytest.mark.parametrize("b_is_view", [False, True])
-def test_cuda_graph_replays_equal_eager(method, dtype, extent, b_is_view):
-    static_a, static_b = tiles(method, dtype, seed=0)
+def test_cuda_graph_replays_equal_eager(method, dtype, extent, b_is_view, random_tiles):
+    static_a, static_b = random_tiles(method, dtype, seed=0, **DEVICE_TILES)
     if b_is_view:  # b as a strided window into a wider tensor, as diffusers' temporal slices are
         wide = torch.zeros(*static_b.shape[:-1], 2 * static_b.shape[-1], dtype=dtype, device=DEVICE)
         static_b = wide[..., ::2]
@@ -95,7 +82,7 @@ def test_cuda_graph_replays_equal_eager(method, dtype, extent, b_is_view):
     assert output is static_b
 
     for replay in range(3):
-        a, b = tiles(method, dtype, seed=replay + 1)
+        a, b = random_tiles(method, dtype, seed=replay + 1, **DEVICE_TILES)
         static_a.copy_(a)
         static_b.copy_(b)
         graph.replay()

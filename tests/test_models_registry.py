@@ -1,20 +1,14 @@
 """The registry of tiny models (`tileblend.models`) covers exactly the installed diffusers' classes with loop blends,
 and the blend-call recorder (`tileblend.calls`) records what it claims to."""
 
-import pathlib
-import re
-
 import pytest
 import torch
 
-from tileblend import reference
+from tileblend import models, reference
 from tileblend.blend import BLEND_AXES
 from tileblend.calls import BlendCall, record_blends
-from tileblend.models import MODELS, REGISTRY, build_model, make_input, run_path
+from tileblend.models import MODELS, REGISTRY, ModelEntry, TiledPath, build_model, make_input, run_path
 from tileblend.patch import autoencoder_classes, find_loop_blends
-
-
-MODEL_TESTS = pathlib.Path(__file__).parent / "models" / "autoencoders"
 
 
 @pytest.fixture(scope="module")
@@ -80,10 +74,63 @@ def test_registry_declares_clipped_and_zero_extent_cases():
     assert any(spec.zero for spec in specs)
 
 
-def test_every_entry_has_a_test_file():
-    sources = "\n".join(path.read_text() for path in MODEL_TESTS.glob("test_*.py"))
-    tested = set(re.findall(r'MODELS\["([^"]+)"\]', sources))
-    assert tested == set(MODELS), f"entries without a test file: {sorted(set(MODELS) - tested)}"
+def test_entries_copy_the_dicts_they_are_given():
+    """An entry keeps a deep copy of its dicts: changing the dict it was built from (nested lists included) or another
+    entry built from the same dict changes nothing, and the entry's own mappings are read-only."""
+    shared = {"dim_mult": [1, 1], "z_dim": 4}
+    tiles = {"tile_sample_min_height": 32}
+    first, second = (
+        ModelEntry(
+            name,
+            "AutoencoderKLWan",
+            shared,
+            sample_shape=(1, 3, 1, 48, 48),
+            latent_shape=(1, 4, 1, 6, 6),
+            encode=None,
+            decode=TiledPath(("blend_v",)),
+            tiling=tiles,
+        )
+        for name in ("first", "second")
+    )
+    shared["dim_mult"].append(2)
+    shared["z_dim"] = 8
+    tiles["tile_sample_min_height"] = 64
+    first.init_kwargs["dim_mult"].append(3)
+
+    assert first.init_kwargs == {"dim_mult": [1, 1, 3], "z_dim": 4}
+    assert second.init_kwargs == {"dim_mult": [1, 1], "z_dim": 4}
+    assert first.tiling == second.tiling == {"tile_sample_min_height": 32}
+    assert first.attributes == second.attributes == {}
+    with pytest.raises(TypeError):
+        second.init_kwargs["z_dim"] = 8
+    with pytest.raises(TypeError):
+        second.tiling["tile_sample_min_height"] = 8
+
+
+def test_registry_entries_share_no_mutable_state(monkeypatch):
+    """The module-level dicts the entries are written from (`WAN_TINY`, `KL_2D_TINY`, `SMALL_TILES`, ...) can change
+    without changing an entry, and no two entries hold the same list."""
+    module_dicts = [value for name, value in vars(models).items() if name.isupper() and isinstance(value, dict)]
+    changed = object()
+    for module_dict in module_dicts:
+        if module_dict is not MODELS:
+            for key in module_dict:
+                monkeypatch.setitem(module_dict, key, changed)
+    mappings = [mapping for entry in REGISTRY for mapping in (entry.init_kwargs, entry.tiling, entry.attributes)]
+    assert not any(value is changed for mapping in mappings for value in mapping.values())
+    lists = [value for mapping in mappings for value in mapping.values() if isinstance(value, list)]
+    assert len(lists) > 2 and len({id(value) for value in lists}) == len(lists)
+
+
+def test_built_model_config_shares_no_list_with_the_registry():
+    """diffusers keeps the lists it is given in the model's config: `build_model` passes copies."""
+    entry = MODELS["wan"]
+    model = build_model(entry)
+    model.config["dim_mult"].append(9)
+    assert entry.init_kwargs["dim_mult"] == [1, 1, 1, 1]
+    for key, value in entry.init_kwargs.items():
+        if isinstance(value, list):
+            assert model.config[key] is not value, key
 
 
 class Blender:

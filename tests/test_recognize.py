@@ -8,6 +8,7 @@ import textwrap
 import diffusers
 import pytest
 
+from tileblend.blend import BLEND_AXES
 from tileblend.recognize import LoopBlend, blend_candidates, recognize
 
 
@@ -40,6 +41,7 @@ def test_every_installed_variant_is_recognised():
         variants.setdefault(body, []).append(f"{file_name}:{class_name}")
         loop = recognize(parse_function(source))
         assert loop is not None, f"{file_name}:{class_name}\n{source}"
+        # Written out, not read from BLEND_AXES: the recogniser checks its axis against that table.
         assert loop.axis == {"blend_v": -2, "blend_h": -1, "blend_t": -3}[parse_function(source).name]
         assert loop.rank in (4, 5)
     if diffusers.__version__ == "0.42.1":
@@ -181,7 +183,7 @@ def test_minimax_blend_is_rejected():
     assert blends
     for function in blends:
         assert recognize(function) is None
-        for name in ("blend_v", "blend_h", "blend_t"):
+        for name in BLEND_AXES:
             function.name = name
             assert recognize(function) is None
 

@@ -8,11 +8,15 @@ the methods called, and whether an edge tile narrower than the overlap (a clippe
 extent) occurs. Known upstream bugs in a tiled path are recorded with a one-line description; a path that raises is
 skipped, a path that runs (even with a wrong result) is still checked for loop/vectorized parity.
 
-Used by the per-model tests (`tests/models/autoencoders`), `tileblend verify` and the benchmarks.
+Used by the tiled parity tests (`tests/test_models_tiled_parity.py`, one test class parametrized over `REGISTRY`),
+`tileblend verify`, the parallel decode tests and the benchmarks.
 """
 
-from dataclasses import dataclass
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 import torch
 
@@ -44,47 +48,37 @@ class ModelEntry:
         name: a short name for the command line and test ids.
         class_name: the diffusers class, as exported by `diffusers`.
         init_kwargs: constructor arguments of the tiny random-weight model.
-        tiling: keyword arguments of the class's `enable_tiling()` (tile sizes, strides, overlap factors).
-        attributes: attributes set on the model after `enable_tiling()`, for settings it takes no argument for
-            (`use_framewise_*`, tile sizes of classes whose `enable_tiling()` takes none).
         sample_shape: the input of tiled encode.
         latent_shape: the input of tiled decode.
         encode: what tiled encode must show, or None when the class has no tiled encode.
         decode: what tiled decode must show, or None when the class has no tiled decode.
+        tiling: keyword arguments of the class's `enable_tiling()` (tile sizes, strides, overlap factors).
+        attributes: attributes set on the model after `enable_tiling()`, for settings it takes no argument for
+            (`use_framewise_*`, tile sizes of classes whose `enable_tiling()` takes none).
         decode_uses_generator: decode draws noise and takes a `generator` (a diffusion decoder).
+
+    `init_kwargs`, `tiling` and `attributes` are stored as read-only views of the entry's own deep copies: entries built
+    from one shared dict share no mutable object with it or with each other.
     """
 
     name: str
     class_name: str
-    init_kwargs: MappingProxyType
-    tiling: MappingProxyType
-    attributes: MappingProxyType
+    init_kwargs: Mapping[str, Any]
     sample_shape: tuple[int, ...]
     latent_shape: tuple[int, ...]
     encode: TiledPath | None
     decode: TiledPath | None
+    tiling: Mapping[str, Any] = field(default_factory=dict)
+    attributes: Mapping[str, Any] = field(default_factory=dict)
     decode_uses_generator: bool = False
+
+    def __post_init__(self):
+        for name in ("init_kwargs", "tiling", "attributes"):
+            object.__setattr__(self, name, MappingProxyType(copy.deepcopy(dict(getattr(self, name)))))
 
     def paths(self) -> dict[str, TiledPath]:
         """The entry's tiled paths by name ("encode", "decode"), including those an upstream bug stops."""
         return {name: path for name, path in (("encode", self.encode), ("decode", self.decode)) if path is not None}
-
-
-def _entry(
-    name, class_name, init_kwargs, sample_shape, latent_shape, encode, decode, tiling={}, attributes={}, **options
-):
-    return ModelEntry(
-        name=name,
-        class_name=class_name,
-        init_kwargs=MappingProxyType(init_kwargs),
-        tiling=MappingProxyType(tiling),
-        attributes=MappingProxyType(attributes),
-        sample_shape=sample_shape,
-        latent_shape=latent_shape,
-        encode=encode,
-        decode=decode,
-        **options,
-    )
 
 
 SPATIAL = ("blend_v", "blend_h")
@@ -97,6 +91,8 @@ SMALL_TILES = {
     "tile_sample_stride_height": 24,
     "tile_sample_stride_width": 24,
 }
+# The same, plus tiles of 8 frames every 4 frames, for the classes that also blend along time.
+FRAME_TILES = SMALL_TILES | {"tile_sample_min_num_frames": 8, "tile_sample_stride_num_frames": 4}
 
 KL_2D_TINY = {
     "block_out_channels": [2, 4],
@@ -116,7 +112,7 @@ WAN_TINY = {
 }
 
 REGISTRY: tuple[ModelEntry, ...] = (
-    _entry(
+    ModelEntry(
         "dc",
         "AutoencoderDC",
         {
@@ -139,7 +135,7 @@ REGISTRY: tuple[ModelEntry, ...] = (
         encode=TiledPath(SPATIAL),
         decode=TiledPath(SPATIAL),
     ),
-    _entry(
+    ModelEntry(
         "kl",
         "AutoencoderKL",
         KL_2D_TINY,
@@ -148,7 +144,7 @@ REGISTRY: tuple[ModelEntry, ...] = (
         encode=TiledPath(SPATIAL),
         decode=TiledPath(SPATIAL, clipped=True),
     ),
-    _entry(
+    ModelEntry(
         "cogvideox",
         "AutoencoderKLCogVideoX",
         {
@@ -168,7 +164,7 @@ REGISTRY: tuple[ModelEntry, ...] = (
         encode=TiledPath(SPATIAL),
         decode=TiledPath(SPATIAL),
     ),
-    _entry(
+    ModelEntry(
         "flux2",
         "AutoencoderKLFlux2",
         KL_2D_TINY,
@@ -177,7 +173,7 @@ REGISTRY: tuple[ModelEntry, ...] = (
         encode=TiledPath(SPATIAL),
         decode=TiledPath(SPATIAL),
     ),
-    _entry(
+    ModelEntry(
         "hunyuan-video",
         "AutoencoderKLHunyuanVideo",
         {
@@ -186,13 +182,13 @@ REGISTRY: tuple[ModelEntry, ...] = (
             "layers_per_block": 1,
             "norm_num_groups": 4,
         },
-        tiling=SMALL_TILES | {"tile_sample_min_num_frames": 8, "tile_sample_stride_num_frames": 4},
+        tiling=FRAME_TILES,
         sample_shape=(1, 3, 9, 48, 48),
         latent_shape=(1, 4, 3, 6, 6),
         encode=TiledPath(SPATIOTEMPORAL, zero=True),
         decode=TiledPath(SPATIOTEMPORAL, zero=True),
     ),
-    _entry(
+    ModelEntry(
         "hunyuanimage",
         "AutoencoderKLHunyuanImage",
         {
@@ -212,7 +208,7 @@ REGISTRY: tuple[ModelEntry, ...] = (
         ),
         decode=TiledPath(SPATIAL),
     ),
-    _entry(
+    ModelEntry(
         "hunyuanimage-refiner",
         "AutoencoderKLHunyuanImageRefiner",
         {"latent_channels": 4, "block_out_channels": (16, 16, 16, 16, 16), "layers_per_block": 1},
@@ -222,7 +218,7 @@ REGISTRY: tuple[ModelEntry, ...] = (
         encode=TiledPath(SPATIAL, upstream_bug="tiled_encode raises", runs=False),
         decode=TiledPath(SPATIAL, upstream_bug="tiled_decode returns the wrong shape"),
     ),
-    _entry(
+    ModelEntry(
         "hunyuanvideo15",
         "AutoencoderKLHunyuanVideo15",
         {"latent_channels": 4, "block_out_channels": (16, 16, 16, 16, 16), "layers_per_block": 1},
@@ -241,7 +237,7 @@ REGISTRY: tuple[ModelEntry, ...] = (
         ),
         decode=TiledPath(SPATIAL),
     ),
-    _entry(
+    ModelEntry(
         "kvae",
         "AutoencoderKLKVAE",
         {
@@ -257,7 +253,7 @@ REGISTRY: tuple[ModelEntry, ...] = (
         encode=TiledPath(SPATIAL),
         decode=TiledPath(SPATIAL),
     ),
-    _entry(
+    ModelEntry(
         "ltx-video",
         "AutoencoderKLLTXVideo",
         {
@@ -275,7 +271,7 @@ REGISTRY: tuple[ModelEntry, ...] = (
             "patch_size": 1,
             "patch_size_t": 1,
         },
-        tiling=SMALL_TILES | {"tile_sample_min_num_frames": 8, "tile_sample_stride_num_frames": 4},
+        tiling=FRAME_TILES,
         attributes={"use_framewise_encoding": True, "use_framewise_decoding": True},
         sample_shape=(1, 3, 9, 48, 48),
         latent_shape=(1, 8, 3, 12, 12),
@@ -286,7 +282,7 @@ REGISTRY: tuple[ModelEntry, ...] = (
         ),
         decode=TiledPath(SPATIOTEMPORAL, zero=True),
     ),
-    _entry(
+    ModelEntry(
         "ltx2-video",
         "AutoencoderKLLTX2Video",
         {
@@ -305,7 +301,7 @@ REGISTRY: tuple[ModelEntry, ...] = (
             "decoder_causal": False,
             "decoder_spatial_padding_mode": "zeros",
         },
-        tiling=SMALL_TILES | {"tile_sample_min_num_frames": 8, "tile_sample_stride_num_frames": 4},
+        tiling=FRAME_TILES,
         attributes={"use_framewise_encoding": True, "use_framewise_decoding": True},
         sample_shape=(1, 3, 9, 48, 48),
         latent_shape=(1, 8, 3, 12, 12),
@@ -316,7 +312,7 @@ REGISTRY: tuple[ModelEntry, ...] = (
         ),
         decode=TiledPath(SPATIOTEMPORAL, zero=True),
     ),
-    _entry(
+    ModelEntry(
         "magvit",
         "AutoencoderKLMagvit",
         {"latent_channels": 4, "block_out_channels": (8, 8, 8, 8), "layers_per_block": 1, "norm_num_groups": 8},
@@ -326,7 +322,7 @@ REGISTRY: tuple[ModelEntry, ...] = (
         encode=TiledPath(SPATIAL, upstream_bug="tiled_encode crops each tile by the latent tile size, not the stride"),
         decode=TiledPath(SPATIAL),
     ),
-    _entry(
+    ModelEntry(
         "mochi",
         "AutoencoderKLMochi",
         {
@@ -342,7 +338,7 @@ REGISTRY: tuple[ModelEntry, ...] = (
         encode=TiledPath(SPATIAL),
         decode=TiledPath(SPATIAL),
     ),
-    _entry(
+    ModelEntry(
         "qwenimage",
         "AutoencoderKLQwenImage",
         WAN_TINY,
@@ -352,7 +348,7 @@ REGISTRY: tuple[ModelEntry, ...] = (
         encode=TiledPath(SPATIAL),
         decode=TiledPath(SPATIAL),
     ),
-    _entry(
+    ModelEntry(
         "qwenimage21",
         "AutoencoderKLQwenImage21",
         {
@@ -376,7 +372,7 @@ REGISTRY: tuple[ModelEntry, ...] = (
         encode=TiledPath(SPATIAL),
         decode=TiledPath(SPATIAL),
     ),
-    _entry(
+    ModelEntry(
         "wan",
         "AutoencoderKLWan",
         WAN_TINY,
@@ -386,7 +382,7 @@ REGISTRY: tuple[ModelEntry, ...] = (
         encode=TiledPath(SPATIAL),
         decode=TiledPath(SPATIAL),
     ),
-    _entry(
+    ModelEntry(
         "vidtok",
         "AutoencoderVidTok",
         {"ch": 8, "ch_mult": [1, 2, 2], "z_channels": 4, "num_res_blocks": 1},
@@ -396,7 +392,7 @@ REGISTRY: tuple[ModelEntry, ...] = (
         encode=TiledPath(SPATIAL, zero=True),
         decode=TiledPath(SPATIAL, zero=True),
     ),
-    _entry(
+    ModelEntry(
         "consistency-decoder",
         "ConsistencyDecoderVAE",
         {
@@ -417,7 +413,7 @@ REGISTRY: tuple[ModelEntry, ...] = (
         encode=TiledPath(SPATIAL),
         decode=None,
     ),
-    _entry(
+    ModelEntry(
         "ltx2-diffusion-decoder",
         "LTX2VideoDiffusionDecoderModel",
         {
@@ -434,14 +430,7 @@ REGISTRY: tuple[ModelEntry, ...] = (
             "spatial_compression_ratio": 16,
             "temporal_compression_ratio": 8,
         },
-        tiling={
-            "tile_sample_min_height": 32,
-            "tile_sample_min_width": 32,
-            "tile_sample_min_num_frames": 8,
-            "tile_sample_stride_height": 24,
-            "tile_sample_stride_width": 24,
-            "tile_sample_stride_num_frames": 4,
-        },
+        tiling=FRAME_TILES,
         sample_shape=(1, 3, 9, 48, 48),
         latent_shape=(1, 8, 2, 3, 3),
         encode=None,
@@ -456,12 +445,14 @@ MODELS = {entry.name: entry for entry in REGISTRY}
 def build_model(entry: ModelEntry, dtype: torch.dtype = torch.float32, device="cpu", seed: int = 0):
     """Build `entry`'s model with seeded random weights, in eval mode on `device` in `dtype`, with tiling enabled.
 
-    `enable_tiling(**entry.tiling)` is called first, then every attribute of `entry.attributes` is set on the model.
+    The constructor gets a fresh deep copy of `entry.init_kwargs` (diffusers keeps the lists it is given in the model's
+    config), so the model shares no object with the registry. `enable_tiling(**entry.tiling)` is called first, then
+    every attribute of `entry.attributes` is set on the model.
     """
     import diffusers
 
     torch.manual_seed(seed)
-    model = getattr(diffusers, entry.class_name)(**entry.init_kwargs)
+    model = getattr(diffusers, entry.class_name)(**copy.deepcopy(dict(entry.init_kwargs)))
     model = model.to(device=device, dtype=dtype).eval()
     model.enable_tiling(**entry.tiling)
     for attribute, value in entry.attributes.items():

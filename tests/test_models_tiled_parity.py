@@ -1,7 +1,8 @@
-"""The tests every tiny model of `tileblend.models` must pass, combined with its registry entry in one file per model.
+"""Tiled encode and decode of every tiny model of `tileblend.models`, with tileblend, against diffusers' loops.
 
-A test class sets `entry = MODELS["..."]` and inherits `TiledParityTesterMixin`. Each case runs the entry's tiled encode
-and decode for real (the blend calls are counted, so a case that never blends fails):
+`TestTiledParity` is parametrized over `REGISTRY` (each test id ends with the entry name: `-k wan`), so a new registry
+entry is tested without a new file. Each case runs the entry's tiled encode or decode for real (the blend calls are
+counted, so a case that never blends fails):
 
 - loop vs vectorized, bitwise, in float32, bfloat16 and float16 on the CPU, with the declared blends, clipped and zero
   extents seen;
@@ -17,12 +18,13 @@ import pytest
 import torch
 
 import tileblend
+from tileblend.blend import DTYPES
 from tileblend.calls import record_blends
 from tileblend.compare import bitwise_equal
-from tileblend.models import MODELS, ModelEntry, build_model, make_input, run_path
+from tileblend.models import MODELS, REGISTRY, ModelEntry, build_model, make_input, run_path
 
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+MODEL_DTYPES = ("float32", "bfloat16", "float16")
 PATHS = ("encode", "decode")
 
 
@@ -70,35 +72,36 @@ def same_outcome(expected, actual) -> bool:
     return expected == actual
 
 
-class TiledParityTesterMixin:
-    entry: ModelEntry
+@pytest.mark.parametrize("entry", REGISTRY, ids=[entry.name for entry in REGISTRY])
+class TestTiledParity:
+    """Every test runs once per registry entry; the models are built once per entry, dtype and device."""
 
-    @pytest.mark.parametrize("dtype_name", list(DTYPES))
+    @pytest.mark.parametrize("dtype_name", MODEL_DTYPES)
     @pytest.mark.parametrize("path", PATHS)
-    def test_tiled_vectorized_equals_loop(self, path, dtype_name):
-        spec = runnable_path(self.entry, path)
+    def test_tiled_vectorized_equals_loop(self, entry, path, dtype_name):
+        spec = runnable_path(entry, path)
         dtype = DTYPES[dtype_name]
-        model = run_or_skip_dtype(lambda: cached_model(self.entry, dtype), dtype)
+        model = run_or_skip_dtype(lambda: cached_model(entry, dtype), dtype)
         cls = type(model)
-        x = make_input(self.entry, path, dtype)
+        x = make_input(entry, path, dtype)
 
         assert not tileblend.is_enabled()
         with record_blends(cls) as loop_calls:
-            expected = run_or_skip_dtype(lambda: run_path(model, self.entry, path, x), dtype)
+            expected = run_or_skip_dtype(lambda: run_path(model, entry, path, x), dtype)
         with tileblend.enabled():
             for method in spec.blends:
                 assert vars(cls)[method] is not tileblend.patch.original_method(cls, method), f"{method} not patched"
             with record_blends(cls) as vectorized_calls:
-                actual = run_path(model, self.entry, path, x)
+                actual = run_path(model, entry, path, x)
 
-        assert_blends_seen(loop_calls, spec, f"{self.entry.name} {path} {dtype_name}")
+        assert_blends_seen(loop_calls, spec, f"{entry.name} {path} {dtype_name}")
         assert vectorized_calls == loop_calls, "the vectorized run made different blend calls"
-        assert bitwise_equal(expected, actual), f"{self.entry.class_name} tiled {path} in {dtype_name} differs"
+        assert bitwise_equal(expected, actual), f"{entry.class_name} tiled {path} in {dtype_name} differs"
 
-    def test_toggling_tiling_and_slicing_unchanged(self):
-        path = "decode" if self.entry.decode is not None and self.entry.decode.runs else "encode"
-        spec = runnable_path(self.entry, path)
-        cls = type(cached_model(self.entry, torch.float32))
+    def test_toggling_tiling_and_slicing_unchanged(self, entry):
+        path = "decode" if entry.decode is not None and entry.decode.runs else "encode"
+        spec = runnable_path(entry, path)
+        cls = type(cached_model(entry, torch.float32))
 
         # Importing tileblend leaves diffusers' own methods in place.
         for method in spec.blends:
@@ -107,18 +110,18 @@ class TiledParityTesterMixin:
 
         def toggle_sequence():
             """Outputs (or errors) of a batch of two inputs: plain, tiled, tiled and sliced, plain again."""
-            model = build_model(self.entry)
+            model = build_model(entry)
             model.disable_tiling()
             batch = 2 if hasattr(model, "enable_slicing") else 1
-            x = torch.cat([make_input(self.entry, path, seed=seed) for seed in range(batch)])
+            x = torch.cat([make_input(entry, path, seed=seed) for seed in range(batch)])
             results = []
             with record_blends(cls) as calls:
                 for enable_tiling, enable_slicing in ((False, False), (True, False), (True, True), (False, False)):
-                    model.enable_tiling(**self.entry.tiling) if enable_tiling else model.disable_tiling()
+                    model.enable_tiling(**entry.tiling) if enable_tiling else model.disable_tiling()
                     if hasattr(model, "enable_slicing"):  # the LTX-2 diffusion decoder has no slicing
                         model.enable_slicing() if enable_slicing else model.disable_slicing()
                     try:
-                        results.append(run_path(model, self.entry, path, x))
+                        results.append(run_path(model, entry, path, x))
                     except Exception as error:  # compared, not hidden: both runs must fail the same way
                         results.append(f"{type(error).__name__}: {error}")
             return results, calls
@@ -135,36 +138,36 @@ class TiledParityTesterMixin:
 
     @pytest.mark.cuda
     @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
-    @pytest.mark.parametrize("dtype_name", list(DTYPES))
+    @pytest.mark.parametrize("dtype_name", MODEL_DTYPES)
     @pytest.mark.parametrize("path", PATHS)
-    def test_cuda_graph_replay(self, path, dtype_name):
-        spec = runnable_path(self.entry, path)
-        if path == "decode" and self.entry.decode_uses_generator:
+    def test_cuda_graph_replay(self, entry, path, dtype_name):
+        spec = runnable_path(entry, path)
+        if path == "decode" and entry.decode_uses_generator:
             pytest.skip("decode draws its noise from a host generator: a replay cannot reproduce eager noise")
         dtype = DTYPES[dtype_name]
         torch.backends.cudnn.benchmark = False
         torch.backends.cudnn.deterministic = True
-        model = cached_model(self.entry, dtype, "cuda")
+        model = cached_model(entry, dtype, "cuda")
         cls = type(model)
-        static_input = make_input(self.entry, path, dtype, "cuda")
+        static_input = make_input(entry, path, dtype, "cuda")
 
         with tileblend.enabled():
             side_stream = torch.cuda.Stream()
             side_stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side_stream):
                 for _ in range(2):
-                    run_path(model, self.entry, path, static_input)
+                    run_path(model, entry, path, static_input)
             torch.cuda.current_stream().wait_stream(side_stream)
 
             graph = torch.cuda.CUDAGraph()
             with record_blends(cls) as calls, torch.cuda.graph(graph):
-                static_output = run_path(model, self.entry, path, static_input)
-            assert_blends_seen(calls, spec, f"{self.entry.name} {path} {dtype_name} capture")
+                static_output = run_path(model, entry, path, static_input)
+            assert_blends_seen(calls, spec, f"{entry.name} {path} {dtype_name} capture")
 
             for seed in (1, 2, 3):
-                static_input.copy_(make_input(self.entry, path, dtype, "cuda", seed=seed))
+                static_input.copy_(make_input(entry, path, dtype, "cuda", seed=seed))
                 graph.replay()
                 torch.cuda.synchronize()
                 replayed = static_output.clone()
-                eager = run_path(model, self.entry, path, static_input.clone())
+                eager = run_path(model, entry, path, static_input.clone())
                 assert bitwise_equal(eager, replayed), f"replay {seed} differs from eager"
