@@ -11,6 +11,7 @@ import torch
 import tileblend
 from tileblend import blend, reference
 from tileblend.compare import bitwise_equal
+from tileblend.cuda_graph import capture
 
 
 pytestmark = [
@@ -56,20 +57,6 @@ def test_device_blend_never_synchronizes(method, dtype, random_tiles):
         torch.cuda.set_sync_debug_mode("default")
 
 
-def capture(function):
-    """Warm `function` up on a side stream, then capture one call in a CUDA graph; returns (graph, its output)."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(2):
-            function()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        output = function()
-    return graph, output
-
-
 @pytest.mark.parametrize("extent", [2, 3, 32])
 @pytest.mark.parametrize("b_is_view", [False, True])
 def test_cuda_graph_replays_equal_eager(method, dtype, extent, b_is_view, random_tiles):
@@ -78,7 +65,7 @@ def test_cuda_graph_replays_equal_eager(method, dtype, extent, b_is_view, random
         wide = torch.zeros(*static_b.shape[:-1], 2 * static_b.shape[-1], dtype=dtype, device=DEVICE)
         static_b = wide[..., ::2]
     function = getattr(blend, method)
-    graph, output = capture(lambda: function(static_a, static_b, extent))
+    graph, output = capture(lambda tiles: function(*tiles, extent), (static_a, static_b))
     assert output is static_b
 
     for replay in range(3):
@@ -110,7 +97,7 @@ def test_autoencoder_kl_tiled_decode_in_cuda_graph(dtype, monkeypatch):
     expected = [run_path(vae, entry, "decode", z) for z in stock]  # stock diffusers, eager
     with tileblend.enabled(), record_blends(AutoencoderKL) as calls:
         static_latents = make_input(entry, "decode", dtype, DEVICE, seed=3)
-        graph, static_output = capture(lambda: run_path(vae, entry, "decode", static_latents))
+        graph, static_output = capture(lambda z: run_path(vae, entry, "decode", z), static_latents)
         assert {"blend_v", "blend_h"} <= calls.methods(), calls.counts()
         for z, stock_output in zip(stock, expected):
             static_latents.copy_(z)

@@ -21,6 +21,7 @@ import tileblend
 from tileblend.blend import DTYPES
 from tileblend.calls import record_blends
 from tileblend.compare import bitwise_equal
+from tileblend.cuda_graph import capture, replays_equal_eager
 from tileblend.models import MODELS, REGISTRY, ModelEntry, build_model, make_input, run_path
 
 
@@ -152,22 +153,11 @@ class TestTiledParity:
         static_input = make_input(entry, path, dtype, "cuda")
 
         with tileblend.enabled():
-            side_stream = torch.cuda.Stream()
-            side_stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side_stream):
-                for _ in range(2):
-                    run_path(model, entry, path, static_input)
-            torch.cuda.current_stream().wait_stream(side_stream)
-
-            graph = torch.cuda.CUDAGraph()
-            with record_blends(cls) as calls, torch.cuda.graph(graph):
-                static_output = run_path(model, entry, path, static_input)
+            with record_blends(cls) as calls:
+                graph, static_output = capture(lambda x: run_path(model, entry, path, x), static_input)
             assert_blends_seen(calls, spec, f"{entry.name} {path} {dtype_name} capture")
-
-            for seed in (1, 2, 3):
-                static_input.copy_(make_input(entry, path, dtype, "cuda", seed=seed))
-                graph.replay()
-                torch.cuda.synchronize()
-                replayed = static_output.clone()
-                eager = run_path(model, entry, path, static_input.clone())
-                assert bitwise_equal(eager, replayed), f"replay {seed} differs from eager"
+            new_inputs = [make_input(entry, path, dtype, "cuda", seed=seed) for seed in (1, 2, 3)]
+            replays = replays_equal_eager(
+                graph, lambda x: run_path(model, entry, path, x), static_input, static_output, new_inputs
+            )
+        assert all(replays), f"replays equal to eager: {replays}"

@@ -2,7 +2,8 @@
 
 The capture follows PyTorch's whole-network recipe (docs: "CUDA Graphs", torch.cuda.graph): warm up on a side stream
 so that lazy initialisation and the allocator's first requests happen outside the capture, make the capture wait for
-that work, then capture one call. Needs a CUDA device; `static_input` must be a CUDA tensor.
+that work, then capture one call. Needs a CUDA device. `static_input` is what `function` takes: a CUDA tensor, or a
+tuple of them (`function(static_input)` is called as given).
 """
 
 import torch
