@@ -142,3 +142,10 @@ def test_upstream_test_files_keep_their_bom_and_line_endings(checkout, tmp_path)
 def test_missing_checkout_is_a_usage_error(upstream_check, tmp_path, capsys):
     assert upstream_check.main([str(tmp_path / "absent")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_test_command_names_the_selection_or_the_whole_folder(upstream_check):
+    """The command the table and the PR text show: `-k` with a selection, the bare folder for --full."""
+    selected = upstream_check.CheckResult(selection=upstream_check.SELECTION)
+    assert selected.test_command == 'pytest tests/models/autoencoders -k "tiling or slicing or blend"'
+    assert upstream_check.CheckResult(selection=None).test_command == "pytest tests/models/autoencoders"

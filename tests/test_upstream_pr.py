@@ -21,7 +21,7 @@ CHECK = {
     "added": {"a::TestXTilingBlend::test_tiled_blend_matches_loop[fp32]": "passed", "a::b::c[fp32]": "skipped"},
     "added_classes": ["TestXTilingBlend"],
     "tests": {"pristine": {"seconds": 101.4}, "rewritten": {"seconds": 187.6}},
-    "selection": "tiling or slicing or blend",
+    "test_command": 'pytest tests/models/autoencoders -k "tiling or slicing or blend"',
     "regressions": [],
 }
 REWRITE = {
@@ -46,6 +46,7 @@ def test_description_is_filled_from_the_check_run(upstream_pr):
     assert "1 passed, 1 skipped" in text
     assert "`TestXTilingBlend`" in text and "Regressions: 0." in text
     assert "#<ISSUE>" in text  # the coordination issue is a placeholder until a maintainer acknowledges it
+    assert '    pytest tests/models/autoencoders -k "tiling or slicing or blend"\n' in text
 
 
 def test_description_without_a_check_run_says_so(upstream_pr):
@@ -59,6 +60,18 @@ def test_description_refuses_a_missing_number(upstream_pr):
     del numbers["methods"]
     with pytest.raises(KeyError, match="methods"):
         upstream_pr.description(numbers)
+
+
+def test_a_stale_check_json_is_refused_before_anything_is_written(upstream_pr, tmp_path, capsys):
+    """A JSON from an older `make upstream-check` lacks a number: exit 2 with the key named, the checkout untouched."""
+    checkout = make_checkout(tmp_path / "diffusers")
+    stale = tmp_path / "upstream-check.json"
+    stale.write_text(json.dumps({key: value for key, value in CHECK.items() if key != "test_command"}))
+    vae = checkout / "src" / "diffusers" / "models" / "autoencoders" / "vae.py"
+    before = vae.read_bytes()
+    assert upstream_pr.main([str(checkout), "--check-json", str(stale)]) == 2
+    assert "has no 'test_command': rerun `make upstream-check`" in capsys.readouterr().err
+    assert vae.read_bytes() == before
 
 
 def make_checkout(root: Path) -> Path:

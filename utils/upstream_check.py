@@ -55,7 +55,7 @@ class TestRun:
 class CheckResult:
     """Everything the table shows, for --json and for `utils/upstream_pr.py`."""
 
-    selection: str
+    selection: str | None  # the -k expression of the test runs; None: all of tests/models/autoencoders
     copies: dict[str, bool] = field(default_factory=dict)  # copy -> check_copies.py clean
     ruff_check: dict[str, bool] = field(default_factory=dict)
     ruff_format: dict[str, bool] = field(default_factory=dict)
@@ -69,6 +69,12 @@ class CheckResult:
     @property
     def added_classes(self) -> list[str]:
         return sorted({test_id.split("::")[1] for test_id in self.added})
+
+    @property
+    def test_command(self) -> str:
+        """The pytest command of the test runs, from the checkout's root."""
+        command = f"pytest {TESTS.as_posix()}"
+        return f'{command} -k "{self.selection}"' if self.selection else command
 
     @property
     def broken_ok(self) -> bool | None:
@@ -185,7 +191,7 @@ def check(
         shutil.copytree(checkout, root, ignore=shutil.ignore_patterns("__pycache__", ".git"))
     rewrite = plan_rewrite(roots["rewritten"])
     apply_rewrite(rewrite)
-    result = CheckResult(selection="(all)" if full else selection)
+    result = CheckResult(selection=None if full else selection)
     result.rewrite_report = report(rewrite)
     result.touched = sorted(
         str(plan.path.relative_to(roots["rewritten"])) for plan in rewrite.files if plan.changed or plan.up_to_date
@@ -237,7 +243,7 @@ def table(result: CheckResult) -> str:
             word(result.ruff_check["rewritten"]),
         ),
         ("`ruff format --check`", word(result.ruff_format["pristine"]), word(result.ruff_format["rewritten"])),
-        (f"`pytest tests/models/autoencoders` ({result.selection})", tests(pristine), tests(rewritten)),
+        (f"`{result.test_command}`", tests(pristine), tests(rewritten)),
         (
             "added tests (`*TilingBlend`)",
             "-",
@@ -289,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     print(table(result))
     if args.json:
-        data = asdict(result) | {"added_classes": result.added_classes, "ok": result.ok, "table": table(result)}
+        data = asdict(result) | {"added_classes": result.added_classes, "test_command": result.test_command}
+        data |= {"ok": result.ok, "table": table(result)}
         args.json.write_text(json.dumps(data, indent=1) + "\n")
     print(f"\nupstream-check: {'OK' if result.ok else 'FAILED'}")
     return 0 if result.ok else 1

@@ -76,7 +76,7 @@ def check_numbers(check: dict | None) -> dict:
     """The placeholders `make upstream-check`'s JSON fills: its table, the added tests, their classes and times."""
     if check is None:
         keys = ("check_table", "tested_classes", "tested_class_count", "added_passed", "added_skipped")
-        return dict.fromkeys(keys + ("rewritten_seconds", "pristine_seconds", "selection", "regressions"), NOT_RUN)
+        return dict.fromkeys(keys + ("rewritten_seconds", "pristine_seconds", "test_command", "regressions"), NOT_RUN)
     added = check["added"].values()
     return {
         "check_table": check["table"],
@@ -86,7 +86,7 @@ def check_numbers(check: dict | None) -> dict:
         "added_skipped": sum(outcome == "skipped" for outcome in added),
         "pristine_seconds": round(check["tests"]["pristine"]["seconds"]),
         "rewritten_seconds": round(check["tests"]["rewritten"]["seconds"]),
-        "selection": check["selection"],
+        "test_command": check["test_command"],
         "regressions": len(check["regressions"]),
     }
 
@@ -103,6 +103,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         check = json.loads(args.check_json.read_text()) if args.check_json else None
+        check_filled = check_numbers(check)
+    except KeyError as error:
+        print(f"upstream-pr: error: {args.check_json} has no {error}: rerun `make upstream-check`", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as error:
+        print(f"upstream-pr: error: {error}", file=sys.stderr)
+        return 2
+    try:
         rewrite = plan_rewrite(args.checkout)
         apply_rewrite(rewrite)
     except (SourceError, OSError, ValueError) as error:
@@ -116,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     clean = ruff(["check"], config, touched) and ruff(["format", "--check"], config, touched)
 
     added, removed = changed_lines(args.checkout, rewrite.files)
-    numbers = rewrite_numbers(rewrite, added, removed, clean) | check_numbers(check)
+    numbers = rewrite_numbers(rewrite, added, removed, clean) | check_filled
     print(f"\nruff check / ruff format --check on {len(touched)} touched files: {numbers['ruff']}")
     print("\n---- PR description ----\n")
     print(description(numbers))
