@@ -73,22 +73,28 @@ def rewrite_numbers(rewrite: TreeRewrite, added: int, removed: int, clean: bool)
 
 
 def check_numbers(check: dict | None) -> dict:
-    """The placeholders `make upstream-check`'s JSON fills: its table, the added tests, their classes and times."""
+    """The placeholders `make upstream-check`'s JSON fills: its table, the added tests, their classes and times.
+
+    Raises ValueError naming the missing key for a JSON without one (written by an older `make upstream-check`).
+    """
     if check is None:
         keys = ("check_table", "tested_classes", "tested_class_count", "added_passed", "added_skipped")
         return dict.fromkeys(keys + ("rewritten_seconds", "pristine_seconds", "test_command", "regressions"), NOT_RUN)
-    added = check["added"].values()
-    return {
-        "check_table": check["table"],
-        "tested_classes": ", ".join(f"`{name}`" for name in check["added_classes"]),
-        "tested_class_count": len(check["added_classes"]),
-        "added_passed": sum(outcome == "passed" for outcome in added),
-        "added_skipped": sum(outcome == "skipped" for outcome in added),
-        "pristine_seconds": round(check["tests"]["pristine"]["seconds"]),
-        "rewritten_seconds": round(check["tests"]["rewritten"]["seconds"]),
-        "test_command": check["test_command"],
-        "regressions": len(check["regressions"]),
-    }
+    try:
+        added = check["added"].values()
+        return {
+            "check_table": check["table"],
+            "tested_classes": ", ".join(f"`{name}`" for name in check["added_classes"]),
+            "tested_class_count": len(check["added_classes"]),
+            "added_passed": sum(outcome == "passed" for outcome in added),
+            "added_skipped": sum(outcome == "skipped" for outcome in added),
+            "pristine_seconds": round(check["tests"]["pristine"]["seconds"]),
+            "rewritten_seconds": round(check["tests"]["rewritten"]["seconds"]),
+            "test_command": check["test_command"],
+            "regressions": len(check["regressions"]),
+        }
+    except KeyError as error:
+        raise ValueError(f"the check JSON has no {error}: rerun `make upstream-check`") from error
 
 
 def description(numbers: dict) -> str:
@@ -103,14 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         check = json.loads(args.check_json.read_text()) if args.check_json else None
-        check_filled = check_numbers(check)
-    except KeyError as error:
-        print(f"upstream-pr: error: {args.check_json} has no {error}: rerun `make upstream-check`", file=sys.stderr)
-        return 2
-    except (OSError, ValueError) as error:
-        print(f"upstream-pr: error: {error}", file=sys.stderr)
-        return 2
-    try:
+        check_filled = check_numbers(check)  # before anything is written: a stale JSON stops the run here
         rewrite = plan_rewrite(args.checkout)
         apply_rewrite(rewrite)
     except (SourceError, OSError, ValueError) as error:
