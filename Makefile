@@ -42,22 +42,25 @@ else
 	@echo "this repository holds no copies; they live in a diffusers checkout: make fix-copies DIFFUSERS=path"
 endif
 
-# The upstream pull request: rewrite the diffusers checkout DIFFUSERS=path, check its copies with utils/check_copies.py,
-# run ruff on the touched files, and print a summary and the PR description (docs/upstream-pr.md).
-# The numbers of the last `make upstream-check` (out/upstream-check.json) go into the description.
+# The upstream pull request: rewrite the pristine diffusers checkout DIFFUSERS=path (INHERIT=1: the --inherit layout),
+# check its copies with utils/check_copies.py, run ruff on the touched files, and print the drafts of the coordination
+# issue and of the PR description (docs/upstream-pr.md). The numbers of the last `make upstream-check`
+# (out/upstream-check.json) and of a `make gpu-check` on CUDA (out/gpu-check/summary.json) go into the description.
 upstream-pr: install
-	@test -n "$(DIFFUSERS)" || { echo "usage: make upstream-pr DIFFUSERS=path/to/diffusers-checkout"; exit 2; }
-	PYTHONPATH=src $(BIN)/python utils/upstream_pr.py $(DIFFUSERS) \
-		$(if $(wildcard out/upstream-check.json),--check-json out/upstream-check.json)
+	@test -n "$(DIFFUSERS)" || { echo "usage: make upstream-pr DIFFUSERS=path/to/diffusers-checkout [INHERIT=1]"; exit 2; }
+	PYTHONPATH=src $(BIN)/python utils/upstream_pr.py $(DIFFUSERS) $(if $(INHERIT),--inherit) \
+		$(if $(wildcard out/upstream-check.json),--check-json out/upstream-check.json) \
+		$(if $(wildcard out/gpu-check/summary.json),--gpu-json out/gpu-check/summary.json)
 
 # Judge the rewrite with upstream's own tools on copies of DIFFUSERS=path (a checkout or a .tar.gz of one):
 # check_copies.py, ruff, and tests/models/autoencoders (-k "tiling or slicing or blend"; FULL=1: all of it) on a
-# pristine and a rewritten copy, then the added tests against a broken blend. Writes out/upstream-check.json.
+# pristine and a rewritten copy (INHERIT=1: the --inherit layout), then the added tests against a broken blend.
+# Writes out/upstream-check.json.
 upstream-check: install
-	@test -n "$(DIFFUSERS)" || { echo "usage: make upstream-check DIFFUSERS=path/to/diffusers [FULL=1]"; exit 2; }
+	@test -n "$(DIFFUSERS)" || { echo "usage: make upstream-check DIFFUSERS=path/to/diffusers [FULL=1] [INHERIT=1]"; exit 2; }
 	mkdir -p out
-	PYTHONPATH=src $(BIN)/python utils/upstream_check.py $(DIFFUSERS) $(if $(FULL),--full) --broken-blend \
-		--json out/upstream-check.json
+	PYTHONPATH=src $(BIN)/python utils/upstream_check.py $(DIFFUSERS) $(if $(FULL),--full) $(if $(INHERIT),--inherit) \
+		--broken-blend --json out/upstream-check.json
 
 # Regenerate docs/results.md: runs the end-to-end benchmarks of DEVICE (default cpu; cuda on a GPU machine).
 results: install

@@ -4,7 +4,8 @@
 
 Saves {"diffusers_file": ..., "<model>/<path>": {"output", "calls", "rewritten"}} to OUT.pt for every runnable tiled
 path of `tileblend.models`. `calls` counts the blend calls per method name (`tileblend.calls`), so a parity test can
-prove the blends ran; `rewritten` says whether the class's blends are the rewritten ones (they call `blend_tiles`).
+prove the blends ran; `rewritten` says whether the class's blends are the rewritten ones (vectorized: `torch.arange`,
+no row loop).
 """
 
 import inspect
@@ -30,7 +31,7 @@ def tiled_outputs() -> dict:
                 continue
             with record_blends(cls) as calls:
                 output = run_path(model, entry, path, make_input(entry, path))
-            rewritten = "blend_tiles" in inspect.getsource(cls.blend_v)
+            rewritten = "torch.arange(blend_extent" in inspect.getsource(cls.blend_v)
             results[f"{entry.name}/{path}"] = {"output": output, "calls": calls.counts(), "rewritten": rewritten}
     torch.set_num_threads(threads)
     return results

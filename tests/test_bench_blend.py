@@ -66,7 +66,7 @@ def test_video_seams_are_5d_and_cover_every_method():
     assert methods == set(BLEND_AXES)
 
 
-def test_summary_names_the_worst_row_and_the_rows_that_ran_the_same_loop():
+def test_summary_names_the_worst_row_and_every_row_slower_than_the_loop():
     def row(seam, speedup, vectorized_ops):
         return {
             "seam": seam,
@@ -79,8 +79,8 @@ def test_summary_names_the_worst_row_and_the_rows_that_ran_the_same_loop():
             "vectorized_ops": vectorized_ops,
         }
 
-    text = summary([row("A", 3.0, 10), row("B", 0.97, 56), row("C", 1.5, 10)])
-    lines = text.splitlines()
-    assert lines[0] == "worst speedup: B blend_v float16 1x3x8x8 extent 8: 0.97x"
-    assert lines[1] == "worst speedup where the vectorized form ran: C blend_v float16 1x3x8x8 extent 8: 1.50x"
-    assert lines[2] == "slower than the loop: B blend_v float16 1x3x8x8 extent 8: 0.97x (same row loop)"
+    text = summary([row("A", 3.0, 11), row("B", 0.52, 12), row("C", 0.97, 12), row("D", 1.5, 11)])
+    assert text.splitlines() == [
+        "worst speedup: B blend_v float16 1x3x8x8 extent 8: 0.52x",
+        "slower than the loop: B blend_v float16 1x3x8x8 extent 8: 0.52x; C blend_v float16 1x3x8x8 extent 8: 0.97x",
+    ]

@@ -1,8 +1,8 @@
 """tileblend under `torch.compile` on the CPU: what stays bit for bit (docs/design.md, "torch.compile").
 
-Inductor computes float16/bfloat16 rows in float32 without rounding each product, for the loop and tileblend alike, so
-the guarantee is: compiled tileblend == compiled loop in every dtype, and == the eager loop in float32/float64, or in
-every dtype with `torch._inductor.config.emulate_precision_casts = True`. Inductor compiles are slow on a small CPU:
+Inductor computes float16/bfloat16 rows in float32 and drops some of the eager roundings, so with its default settings
+compiled tileblend equals the eager (and the compiled) loop in float32/float64 only; in half precision it equals the
+eager loop with `torch._inductor.config.emulate_precision_casts = True`. Inductor compiles are slow on a small CPU:
 each test compiles one graph per variant holding all three blends for all dtypes it checks.
 """
 
@@ -18,9 +18,8 @@ from tileblend.compare import bitwise_equal
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 HALF = (torch.float16, torch.bfloat16)
-# blend_v over 8 rows takes the vectorized form in every dtype, blend_h over 2 columns and blend_t over 3 frames the
-# short-seam row loop of CPU half precision.
-EXTENTS = {"blend_v": 8, "blend_h": 2, "blend_t": 3}
+# A long seam, a short one and a clipped one (the tiles have 10 frames).
+EXTENTS = {"blend_v": 8, "blend_h": 2, "blend_t": 12}
 
 
 @pytest.fixture(autouse=True)
@@ -58,15 +57,15 @@ def compiled(function):
     return torch.compile(function, backend="inductor", fullgraph=True, dynamic=False)
 
 
-def test_inductor_blends_equal_inductor_loop(tiles):
-    eager_loop = blend_all(reference.REFERENCE_FUNCTIONS)(tiles)
-    compiled_loop = compiled(blend_all(reference.REFERENCE_FUNCTIONS))(tiles)
-    compiled_tileblend = compiled(blend_all(blend.BLEND_FUNCTIONS))(tiles)
-    for dtype, (_, b) in tiles.items():
+def test_inductor_blends_equal_the_loop_in_float32_and_float64(tiles):
+    full = {dtype: tiles[dtype] for dtype in DTYPES if dtype not in HALF}
+    eager_loop = blend_all(reference.REFERENCE_FUNCTIONS)(full)
+    compiled_loop = compiled(blend_all(reference.REFERENCE_FUNCTIONS))(full)
+    compiled_tileblend = compiled(blend_all(blend.BLEND_FUNCTIONS))(full)
+    for dtype, (_, b) in full.items():
         assert not bitwise_equal(b, compiled_tileblend[dtype])  # the blends ran
         assert bitwise_equal(compiled_loop[dtype], compiled_tileblend[dtype]), dtype
-        if dtype not in HALF:
-            assert bitwise_equal(eager_loop[dtype], compiled_tileblend[dtype]), dtype
+        assert bitwise_equal(eager_loop[dtype], compiled_tileblend[dtype]), dtype
 
 
 def test_inductor_blends_with_emulated_precision_casts_equal_eager_loop(tiles):

@@ -1,7 +1,7 @@
 """CUDA: the vectorized blend equals the loop on the device and stays exact under CUDA-graph capture and replay.
 
-Skipped without a CUDA device. The weights are built on the device from float64 arithmetic, so a captured blend reads
-no host memory and each replay blends whatever the static inputs hold. `method`, `dtype` and `random_tiles` are fixtures
+Skipped without a CUDA device. The weights are built on the device in the opmath type (float64 only for float64
+tiles), so a captured blend reads no host memory and each replay blends whatever the static inputs hold. `method`, `dtype` and `random_tiles` are fixtures
 of tests/conftest.py.
 """
 
@@ -38,11 +38,15 @@ def test_device_blend_equals_loop_on_device_and_on_cpu(method, dtype, random_til
 
 
 def test_device_weights_are_python_doubles(dtype):
+    """Both weights, as `tests/test_blend_properties.py` checks them on the CPU: on CUDA a division by a Python number
+    goes through its reciprocal, so this fails if the blend divides by `blend_extent` instead of a tensor."""
     opmath = torch.float64 if dtype == torch.float64 else torch.float32
-    for n in range(1, 601):
+    for n in [*range(1, 601), 1000, 1023, 1024, 2047, 4095, 4096]:
+        weight_a = torch.tensor([[1 - y / n] for y in range(n)], dtype=torch.float64).to(opmath).to(dtype)
         weight_b = torch.tensor([[y / n] for y in range(n)], dtype=torch.float64).to(opmath).to(dtype)
         ones = torch.ones(n, 3, dtype=dtype, device=DEVICE)
         zeros = torch.zeros(n, 3, dtype=dtype, device=DEVICE)
+        assert bitwise_equal(weight_a.expand(n, 3), blend.blend_v(ones, zeros.clone(), n).cpu()), n
         assert bitwise_equal(weight_b.expand(n, 3), blend.blend_v(zeros, ones.clone(), n).cpu()), n
 
 

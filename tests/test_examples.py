@@ -15,20 +15,20 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 def test_tiled_decode_example_matches_the_loops(monkeypatch, capsys):
     calls = []
-    vectorized = tileblend.blend.blend_tiles
+    for name, vectorized in list(tileblend.blend.BLEND_FUNCTIONS.items()):
 
-    def counting_blend_tiles(*args, **kwargs):
-        calls.append(args[-1] if len(args) == 4 else kwargs["dim"])
-        return vectorized(*args, **kwargs)
+        def counting_blend(a, b, blend_extent, name=name, vectorized=vectorized):
+            calls.append(name)
+            return vectorized(a, b, blend_extent)
 
-    monkeypatch.setattr(tileblend.blend, "blend_tiles", counting_blend_tiles)
+        monkeypatch.setitem(tileblend.blend.BLEND_FUNCTIONS, name, counting_blend)
     monkeypatch.setattr(sys, "argv", ["tiled_decode.py", "--size", "128", "--device", "cpu"])
     with pytest.raises(SystemExit) as exit:
         runpy.run_path(str(EXAMPLES / "tiled_decode.py"), run_name="__main__")
 
     assert exit.value.code == 0
     assert "bitwise equal to diffusers' loops: yes" in capsys.readouterr().out
-    assert set(calls) == {-2, -1}  # tileblend's blend_v and blend_h ran in the tiled decode
+    assert set(calls) == {"blend_v", "blend_h"}  # tileblend's blend_v and blend_h ran in the tiled decode
 
 
 def test_pipeline_benchmark_example_runs_on_cpu(tmp_path):

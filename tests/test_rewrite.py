@@ -119,11 +119,14 @@ def test_rewrite_reports_every_loop_blend_and_skips_nothing(rewritten, expected)
     if diffusers.__version__ == "0.42.1":
         assert (sum(expected.values()), len(expected)) == (44, 19)
     total = sum(expected.values())
-    assert f"{total} blend methods in {len(expected)} files ({total} rewritten, 0 up to date), 0 skipped" in out
+    assert (
+        f"{total} blend methods in {len(expected)} files ({total} rewritten, 0 deleted, 0 up to date), 0 skipped"
+        in out
+    )
     assert "skipped (named like a blend" not in out
     for name in expected:
         assert f"models/autoencoders/{name}: rewritten: " in out
-    assert "models/autoencoders/vae.py: blend_tiles and AutoencoderMixin.blend_v/h/t: written" in out
+    assert "models/autoencoders/vae.py: AutoencoderMixin.blend_v/h/t: written" in out
     assert loop_blends(root / "src" / "diffusers") == {}
     assert (root / TEST_MODULE_PATH).is_file()
 
@@ -137,7 +140,7 @@ def test_check_and_diff_write_nothing_and_second_run_changes_nothing(pristine, e
     assert code == 0
     assert "--- a/src/diffusers/models/autoencoders/autoencoder_kl.py\n" in out  # relative: `git apply` works
     assert "+    # Copied from diffusers.models.autoencoders.vae.AutoencoderMixin.blend_v\n" in out
-    assert "+def blend_tiles(a: torch.Tensor, b: torch.Tensor, blend_extent: int, dim: int) -> torch.Tensor:\n" in out
+    assert "+    def blend_t(self, a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor:\n" in out
     assert snapshot(root) == before
     assert not (root / TEST_MODULE_PATH).exists()
 
@@ -147,7 +150,7 @@ def test_check_and_diff_write_nothing_and_second_run_changes_nothing(pristine, e
     code, out, _ = run_rewrite(capsys, root)
     assert code == 0
     total = sum(expected.values())
-    assert f"(0 rewritten, {total} up to date)" in out
+    assert f"(0 rewritten, 0 deleted, {total} up to date)" in out
     assert "0 files changed" in out
     assert snapshot(root) == after
     assert run_rewrite(capsys, root, "--check")[0] == 0
@@ -183,7 +186,7 @@ def test_copy_checker_passes_detects_fixes_and_refuses(check_copies, rewritten, 
 
     wan = root / "src" / "diffusers" / AUTOENCODERS / "autoencoder_kl_wan.py"
     original = wan.read_bytes()
-    replace_text(wan, original.decode().replace("dim=-2)", "dim=-1)", 1))
+    replace_text(wan, original.decode().replace("b.shape[-2], blend_extent)", "b.shape[-2], blend_extent + 1)", 1))
     capsys.readouterr()
     assert check_copies.main(["--path", str(root)]) == 1
     assert f"{wan}:" in capsys.readouterr().out
@@ -194,7 +197,8 @@ def test_copy_checker_passes_detects_fixes_and_refuses(check_copies, rewritten, 
     kl = root / "src" / "diffusers" / AUTOENCODERS / "autoencoder_kl.py"
     text = kl.read_text()
     marker = "    # Copied from diffusers.models.autoencoders.vae.AutoencoderMixin.blend_v\n"
-    replace_text(kl, text.replace(marker, "    # Copied from diffusers.models.autoencoders.vae.blend_tiles\n"))
+    function = "diffusers.models.autoencoders.autoencoder_kl_hunyuan_video.prepare_causal_attention_mask"
+    replace_text(kl, text.replace(marker, f"    # Copied from {function}\n"))
     before = snapshot(root)
     assert check_copies.main(["--path", str(root), "--fix_and_overwrite"]) == 2
     assert "depth 0, its copy at depth 1" in capsys.readouterr().err

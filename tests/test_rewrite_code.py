@@ -2,7 +2,6 @@
 
 import inspect
 
-import pytest
 import torch
 
 from tileblend import blend
@@ -10,7 +9,6 @@ from tileblend.cli import main as tileblend
 from tileblend.compare import bitwise_equal
 from tileblend.reference import REFERENCE_FUNCTIONS
 from tileblend.rewrite import plan_rewrite
-from tileblend.rewrite_plan import _import_lines
 from tileblend.upstream_code import upstream_code
 
 
@@ -52,7 +50,14 @@ class TinyVAE(AutoencoderMixin):
     + """
     def blend_t(self, a, b, blend_extent):
         return b  # named like a blend, not the loop
+
+
+class Standalone:
+    def encode(self, x):
+        return x
+
 """
+    + LOOP.format(name="blend_v", k=2, v="y", index=":, :, y, :", a_index=":, :, -blend_extent + y, :")
 )
 
 
@@ -67,15 +72,15 @@ def make_tree(root):
 
 def test_generated_code_is_blend_py_and_blends_like_the_loop():
     code = upstream_code()
-    assert code.function in inspect.getsource(blend)
-    assert code.function.startswith("def blend_tiles(a: torch.Tensor, b: torch.Tensor, blend_extent: int, dim: int)")
     namespace = {"torch": torch}
-    exec(code.function, namespace)
     exec("class Mixin:\n" + "\n".join(code.methods.values()), namespace)
     mixin = namespace["Mixin"]()
     for name, method in code.methods.items():
         assert method.startswith(f"    def {name}(self, a: torch.Tensor, b: torch.Tensor, blend_extent: int)")
-        for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        # The method is blend.py's function, indented, with `self` added: nothing else.
+        function = inspect.getsource(getattr(blend, name))
+        assert method.replace("(self, a:", "(a:").replace("\n    ", "\n").removeprefix("    ") == function
+        for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
             a, b = torch.randn(2, 3, 9, 10, 11).to(dtype), torch.randn(2, 3, 9, 10, 11).to(dtype)
             expected = REFERENCE_FUNCTIONS[name](a.clone(), b.clone(), 7)
             assert getattr(mixin, name)(a, b, 7) is b
@@ -86,31 +91,55 @@ def test_rewrite_of_a_small_tree_follows_blend_py(tmp_path, capsys):
     autoencoders = make_tree(tmp_path)
     assert tileblend(["rewrite", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "models/autoencoders/tiny.py: rewritten: TinyVAE.blend_v, TinyVAE.blend_h" in out
+    assert "models/autoencoders/tiny.py: rewritten: TinyVAE.blend_v, TinyVAE.blend_h, Standalone.blend_v" in out
     assert "models/autoencoders/tiny.py: skipped (named like a blend, not the loop): TinyVAE.blend_t" in out
     tiny = (autoencoders / "tiny.py").read_text()
-    assert "from .vae import AutoencoderMixin, DecoderOutput, blend_tiles\n" in tiny
+    assert "from .vae import AutoencoderMixin, DecoderOutput\n" in tiny  # self-contained copies: no new imports
     assert "Copied from diffusers.models.autoencoders.other" not in tiny
-    assert tiny.count("    # Copied from diffusers.models.autoencoders.vae.AutoencoderMixin.blend_") == 2
+    assert tiny.count("    # Copied from diffusers.models.autoencoders.vae.AutoencoderMixin.blend_") == 3
     assert "        return b  # named like a blend, not the loop\n" in tiny
     vae = (autoencoders / "vae.py").read_text()
-    assert vae.index("def blend_tiles(") < vae.index("class AutoencoderMixin:") < vae.index("def blend_t(self")
+    assert vae.index("class AutoencoderMixin:") < vae.index("    def blend_v(self") < vae.index("    def blend_t(self")
+    assert vae.endswith(upstream_code().methods["blend_t"])
 
     # A change of blend.py reaches every copy on the next run, and only then.
-    source = inspect.getsource(blend).replace("    n = min(", "    # tuned upstream\n    n = min(", 1)
-    source = source.replace("See `blend_tiles`.", "See `blend_tiles` (v2).")
+    source = inspect.getsource(blend).replace(
+        "    if blend_extent <= 0:", "    # tuned upstream\n    if blend_extent <= 0:"
+    )
     tuned = upstream_code(source)
     plans = {plan.path.name: plan for plan in plan_rewrite(tmp_path, tuned).files}
-    assert plans["tiny.py"].rewritten == ["TinyVAE.blend_v", "TinyVAE.blend_h"]
-    assert "See `blend_tiles` (v2)." in plans["tiny.py"].new
-    assert "    # tuned upstream\n    n = min(" in plans["vae.py"].new
+    assert plans["tiny.py"].rewritten == ["TinyVAE.blend_v", "TinyVAE.blend_h", "Standalone.blend_v"]
+    assert plans["tiny.py"].new.count("        # tuned upstream\n") == 3
+    assert plans["vae.py"].new.count("        # tuned upstream\n") == 3
     for plan in plans.values():
         plan.path.write_text(plan.new)
     plans = plan_rewrite(tmp_path, tuned).files
     assert not any(plan.changed for plan in plans)
     assert [plan.up_to_date for plan in plans if plan.path.name == "tiny.py"] == [
-        ["TinyVAE.blend_v", "TinyVAE.blend_h"]
+        ["TinyVAE.blend_v", "TinyVAE.blend_h", "Standalone.blend_v"]
     ]
+
+
+def test_inherit_deletes_the_loops_of_mixin_classes_and_copies_the_others(tmp_path, capsys):
+    autoencoders = make_tree(tmp_path)
+    assert tileblend(["rewrite", str(tmp_path), "--inherit"]) == 0
+    out = capsys.readouterr().out
+    assert "models/autoencoders/tiny.py: rewritten: Standalone.blend_v" in out
+    assert "models/autoencoders/tiny.py: deleted (inherited): TinyVAE.blend_v, TinyVAE.blend_h" in out
+    tiny = (autoencoders / "tiny.py").read_text()
+    # TinyVAE keeps its other methods, one blank line apart; Standalone, which lacks the mixin, gets the copy.
+    assert "    def decode(self, z):\n        return z\n\n    def blend_t(self, a, b, blend_extent):\n" in tiny
+    assert "Copied from diffusers.models.autoencoders.other" not in tiny
+    assert tiny.count("    # Copied from diffusers.models.autoencoders.vae.AutoencoderMixin.blend_v\n") == 1
+    assert tiny.endswith(upstream_code().methods["blend_v"])
+    assert "\n\n\n\n" not in tiny
+
+    # Idempotent, and it also turns an earlier run's copies into inherited methods.
+    assert not any(plan.changed for plan in plan_rewrite(tmp_path, inherit=True).files)
+    make_tree(tmp_path / "again")
+    assert tileblend(["rewrite", str(tmp_path / "again")]) == 0
+    assert tileblend(["rewrite", str(tmp_path / "again"), "--inherit"]) == 0
+    assert (tmp_path / "again" / autoencoders.relative_to(tmp_path) / "tiny.py").read_text() == tiny
 
 
 def test_a_tree_without_blends_is_an_error(tmp_path, capsys):
@@ -119,34 +148,3 @@ def test_a_tree_without_blends_is_an_error(tmp_path, capsys):
     assert tileblend(["rewrite", str(tmp_path)]) == 2
     assert "no loop blend methods found" in capsys.readouterr().err
     assert (autoencoders / "vae.py").read_text() == VAE
-
-
-@pytest.mark.parametrize(
-    "names, expected",
-    [
-        (
-            ["Encoder", "blend_tiles", "AutoencoderMixin"],
-            ["from .vae import AutoencoderMixin, Encoder, blend_tiles\n"],
-        ),
-        (["blend_tiles", "CONSTANT", "Decoder"], ["from .vae import CONSTANT, Decoder, blend_tiles\n"]),
-        (
-            ["DiagonalGaussianDistribution", "MaskConditionDecoder", "AutoencoderMixin", "DecoderOutput", "Encoder"]
-            + ["blend_tiles"],
-            ["from .vae import (\n"]
-            + [f"    {name},\n" for name in ("AutoencoderMixin", "DecoderOutput", "DiagonalGaussianDistribution")]
-            + [f"    {name},\n" for name in ("Encoder", "MaskConditionDecoder", "blend_tiles")]
-            + [")\n"],
-        ),
-    ],
-)
-def test_import_is_sorted_and_wrapped_like_ruff(names, expected):
-    assert _import_lines(names) == expected
-
-
-def test_wrapped_import_stays_wrapped():
-    assert _import_lines(["Encoder", "blend_tiles"], wrapped=True) == [
-        "from .vae import (\n",
-        "    Encoder,\n",
-        "    blend_tiles,\n",
-        ")\n",
-    ]

@@ -2,8 +2,8 @@
 own check_copies.py, ruff and autoencoder tests, with the tests it adds in upstream's tester-mixin layout.
 
 The snapshot is extracted to a temporary directory at test time. Without it the tests skip, except under CI=true,
-where they fail: CI must run them. The whole check (two copies' autoencoder tests in parallel, then the added tests
-against a broken `blend_tiles`) is one test, so that `pytest -n 2` runs it in one worker only.
+where they fail: CI must run them. The whole check of one layout (two copies' autoencoder tests in parallel, then the
+added tests against a broken blend) is one test, so that `pytest -n 2` runs it in one worker only.
 """
 
 import ast
@@ -18,7 +18,7 @@ import pytest
 from tileblend.rewrite import apply_rewrite, plan_rewrite
 from tileblend.rewrite_plan import FileKind
 from tileblend.upstream_layout import CASES, TESTING_UTILS, plan_test_files
-from tileblend.upstream_mixin_text import MIXIN_NAME
+from tileblend.upstream_mixin_text import MIXIN, MIXIN_NAME
 
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,16 +60,19 @@ CI_EXCLUDED = (
 )
 
 
-def test_upstream_check_on_the_snapshot(upstream_check, checkout, tmp_path):
-    """One test, so that `pytest -n 2` runs the expensive check once, in one worker."""
+@pytest.mark.parametrize("inherit", [False, True], ids=["copies", "inherit"])
+def test_upstream_check_on_the_snapshot(upstream_check, checkout, tmp_path, inherit):
+    """One test per layout, so that `pytest -n 2` runs each expensive check once, in one worker."""
     selection = f"({upstream_check.SELECTION}) and not ({CI_EXCLUDED})"
-    result = upstream_check.check(checkout, tmp_path, broken_blend=True, selection=selection)
+    result = upstream_check.check(checkout, tmp_path, broken_blend=True, selection=selection, inherit=inherit)
 
     # Upstream's own tools are clean on the rewritten copy.
     assert result.copies == {"pristine": True, "rewritten": True}
     assert result.ruff_check["rewritten"] and result.ruff_format["rewritten"]
     assert any(path.endswith("models/autoencoders/vae.py") for path in result.touched)
     assert str(TESTING_UTILS) in result.touched
+    vectorized = "5 rewritten, 37 deleted" if inherit else "42 rewritten, 0 deleted"
+    assert f"42 blend methods in 18 files ({vectorized}, 0 up to date), 0 skipped" in result.rewrite_report
 
     # No upstream test regresses.
     pristine, rewritten = result.tests["pristine"], result.tests["rewritten"]
@@ -84,20 +87,36 @@ def test_upstream_check_on_the_snapshot(upstream_check, checkout, tmp_path):
     classes = {name.removeprefix("Test").removesuffix("TilingBlend") for name in result.added_classes}
     assert classes == set(CASES)
     assert len(classes) == 13
+    expected = [f"test_tiled_forward_matches_row_loop[{dtype}]" for dtype in ("fp32", "bf16")]
+    expected += [f"test_blend_methods_match_row_loop[{dtype}]" for dtype in ("fp32", "fp16", "bf16", "fp64")]
+    expected += ["test_tiling_blend_inputs_reach_the_blends"]
     for cls in result.added_classes:
-        for dtype in ("fp32", "fp16", "bf16"):
-            # The tiled test asserts blend calls with a positive extent and the loop's bits; the other every method.
-            tiled = [i for i in result.added if f"{cls}::test_tiled_blend_matches_loop[{dtype}]" in i]
-            methods = [i for i in result.added if f"{cls}::test_blend_methods_match_loop[{dtype}]" in i]
-            cpu_skip = cls == "TestAutoencoderVidTokTilingBlend" and dtype == "fp16"  # no float16 avg_pool3d
-            assert [result.added[i] for i in tiled + methods] == ["skipped" if cpu_skip else "passed", "passed"], cls
-    graphs = [i for i in result.added if "test_tiled_blend_cuda_graph" in i]
+        outcomes = {test_id.split("::")[-1]: outcome for test_id, outcome in result.added.items() if cls in test_id}
+        assert {test: outcomes.get(test) for test in expected} == dict.fromkeys(expected, "passed"), cls
+    graphs = [i for i in result.added if "test_tiled_forward_cuda_graph" in i]
     assert len(graphs) == 3 * 13 and {result.added[i] for i in graphs} == {"skipped"}  # no CUDA here
 
-    # With blend_tiles broken in the rewritten copy, every added float32 CPU test fails.
+    # With the vectorized blend broken in the rewritten copy, every added float32 CPU test fails.
     assert result.broken is not None
     assert len(result.broken.outcomes) == 2 * 13  # fp32 tiled parity + per-method check, per class
     assert result.broken_ok, {k: v for k, v in result.broken.outcomes.items() if v != "failed"}
+
+
+def test_added_tests_do_not_patch_the_model_under_test():
+    """The added tests replace blend methods only on the reference models that `get_tiled_model(blend=...)` builds:
+    no monkeypatching, and the mixin's only `setattr` of a blend method sits in that branch."""
+    assert "monkeypatch" not in MIXIN and "mock" not in MIXIN
+    mixin = ast.parse(MIXIN).body[0]
+    get_tiled_model = next(node for node in mixin.body if getattr(node, "name", "") == "get_tiled_model")
+    reference_branch = next(node for node in get_tiled_model.body if isinstance(node, ast.If))
+    assert ast.unparse(reference_branch.test) == "blend is not None"
+
+    def setattrs(node):
+        return [call for call in ast.walk(node) if isinstance(call, ast.Call) and ast.unparse(call.func) == "setattr"]
+
+    # Two in the mixin: the tiling settings on every model, and the blend methods on reference models only.
+    assert len(setattrs(mixin)) == 2
+    assert [ast.unparse(call.args[1]) for call in setattrs(reference_branch)] == ["method"]
 
 
 def test_edits_of_upstream_files_are_minimal_and_idempotent(checkout, tmp_path):
@@ -112,8 +131,14 @@ def test_edits_of_upstream_files_are_minimal_and_idempotent(checkout, tmp_path):
             for line in difflib.unified_diff(plan.old.splitlines(), plan.new.splitlines(), lineterm="", n=0)
             if line.startswith("-") and not line.startswith("---")
         ]
-        # Only additions, except the `from .testing_utils import ...` line that gains the mixin.
-        assert all(line.startswith("-from .testing_utils import") for line in removed), (plan.path, removed)
+        # Only additions, except the `from .testing_utils import ...` line that gains the mixin (and, in
+        # testing_utils.py, the `from ...testing_utils import ...` line that gains `assert_tensors_close`).
+        assert all(
+            line.startswith(("-from .testing_utils import", "-from ...testing_utils import")) for line in removed
+        ), (
+            plan.path,
+            removed,
+        )
         ast.parse(plan.new)
     for plan in plans:
         plan.path.write_text(plan.new, encoding="utf-8")

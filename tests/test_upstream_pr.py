@@ -17,10 +17,10 @@ INSTALLED = Path(diffusers.__file__).parent
 
 CHECK = {
     "ok": True,
+    "inherit": False,
     "table": "| check | pristine | rewritten |\n| --- | --- | --- |\n| `python utils/check_copies.py` | clean | clean |",
-    "added": {"a::TestXTilingBlend::test_tiled_blend_matches_loop[fp32]": "passed", "a::b::c[fp32]": "skipped"},
+    "added": {"a::TestXTilingBlend::test_tiled_forward_matches_row_loop[fp32]": "passed", "a::b::c[fp32]": "skipped"},
     "added_classes": ["TestXTilingBlend"],
-    "tests": {"pristine": {"seconds": 101.4}, "rewritten": {"seconds": 187.6}},
     "test_command": 'pytest tests/models/autoencoders -k "tiling or slicing or blend"',
     "regressions": [],
 }
@@ -31,46 +31,97 @@ REWRITE = {
     "blend_v": 3,
     "blend_h": 3,
     "blend_t": 1,
-    "added": 11,
-    "removed": 5,
+    "layout": "LAYOUT SENTENCE.",
+    "copies_added": 30,
+    "copies_removed": 10,
+    "inherit_added": 12,
+    "inherit_removed": 20,
+    "added": 30,
+    "removed": 10,
+    "rewrite_command": "tileblend rewrite .",
     "ruff": "clean",
+}
+GPU = {
+    "device": "cuda",
+    "total_s": 301.2,
+    "steps": [
+        {"name": "verify", "status": "ok", "seconds": 40.4, "command": "python -m tileblend verify", "log": "x"}
+    ],
 }
 
 
-def test_description_is_filled_from_the_check_run(upstream_pr):
-    text = upstream_pr.description(REWRITE | upstream_pr.check_numbers(CHECK))
-    assert "$" not in text
-    assert CHECK["table"] in text
-    assert "replaces the 7 copies of that loop (3 `blend_v`,\n3 `blend_h`, 1 `blend_t` in 3 files" in text
-    assert "(CPU, 2 cores, both copies at once: 101 s\nand 188 s" in text
-    assert "1 passed, 1 skipped" in text
-    assert "`TestXTilingBlend`" in text and "Regressions: 0." in text
-    assert "#<ISSUE>" in text  # the coordination issue is a placeholder until a maintainer acknowledges it
-    assert '    pytest tests/models/autoencoders -k "tiling or slicing or blend"\n' in text
+def drafts(upstream_pr, numbers) -> tuple[str, str]:
+    return tuple(upstream_pr.template(name).substitute(numbers) for name in ("coordination-issue", "pr-description"))
 
 
-def test_description_without_a_check_run_says_so(upstream_pr):
-    text = upstream_pr.description(REWRITE | upstream_pr.check_numbers(None))
-    assert "$" not in text
-    assert text.count(upstream_pr.NOT_RUN) >= 5
+def test_drafts_are_filled_from_the_check_run(upstream_pr):
+    issue, description = drafts(
+        upstream_pr, REWRITE | upstream_pr.check_numbers(CHECK, False) | upstream_pr.gpu_numbers(None)
+    )
+    for text in (issue, description):
+        assert "$" not in text
+        assert "Read and approve every sentence" in text or "read and approve every sentence" in text
+    assert description.startswith("# Vectorize blend_v/blend_h/blend_t in autoencoders\n")
+    assert CHECK["table"] in description
+    assert "This PR replaces the 7 loops\n(3 `blend_v`, 3 `blend_h`, 1 `blend_t` in 3 files" in description
+    assert "LAYOUT SENTENCE." in description
+    assert "(+30 -10 lines, tests included)" in description and "+12 -20 lines" in description
+    assert "1 passed, 1 skipped" in description
+    assert "`TestXTilingBlend`" in description and "Regressions: 0." in description
+    assert "#<ISSUE>" in description  # the coordination issue is a placeholder until a maintainer acknowledges it
+    assert '    pytest tests/models/autoencoders -k "tiling or slicing or blend"\n' in description
+    for section in ("## Self-review", "**Blocking issues**", "**Non-blocking issues**", "**Dead code (advisory)**"):
+        assert section in description
+    assert "**Summary**" in description and "**READY** in the inherit layout" in description
+    assert "AI assistance" in description
+    # Nothing about CUDA is claimed without a GPU run; the issue asks which layout the maintainers prefer.
+    assert upstream_pr.GPU_NOT_RUN in description and upstream_pr.GPU_NOT_RUN in issue
+    assert "(+30 -10 lines, tests included)" in issue and "(+12 -20 lines, tests included)" in issue
+    assert issue.rstrip().endswith("Would you accept a PR along these lines, and with which layout?")
 
 
-def test_description_refuses_a_missing_number(upstream_pr):
-    numbers = REWRITE | upstream_pr.check_numbers(CHECK)
+def test_drafts_paste_a_gpu_run(upstream_pr):
+    issue, description = drafts(
+        upstream_pr, REWRITE | upstream_pr.check_numbers(CHECK, False) | upstream_pr.gpu_numbers(GPU)
+    )
+    assert "| verify | ok | 40 |" in description and upstream_pr.GPU_NOT_RUN not in description
+    assert "A `make gpu-check` run on cuda is attached" in issue
+
+
+def test_drafts_without_a_check_run_say_so(upstream_pr):
+    _, description = drafts(
+        upstream_pr, REWRITE | upstream_pr.check_numbers(None, False) | upstream_pr.gpu_numbers(None)
+    )
+    assert "$" not in description
+    assert description.count(upstream_pr.NOT_RUN) >= 5
+
+
+def test_drafts_refuse_a_missing_number(upstream_pr):
+    numbers = REWRITE | upstream_pr.check_numbers(CHECK, False) | upstream_pr.gpu_numbers(None)
     del numbers["methods"]
     with pytest.raises(KeyError, match="methods"):
-        upstream_pr.description(numbers)
+        drafts(upstream_pr, numbers)
 
 
-def test_a_stale_check_json_is_refused_before_anything_is_written(upstream_pr, tmp_path, capsys):
-    """A JSON from an older `make upstream-check` lacks a number: exit 2 with the key named, the checkout untouched."""
+@pytest.mark.parametrize(
+    "check, message",
+    [
+        ({key: value for key, value in CHECK.items() if key != "test_command"}, "has no 'test_command'"),
+        (CHECK | {"inherit": True}, "the check JSON is of the --inherit layout"),
+    ],
+    ids=["stale", "other-layout"],
+)
+def test_a_stale_or_mismatched_check_json_is_refused_before_anything_is_written(
+    upstream_pr, tmp_path, capsys, check, message
+):
+    """A JSON from an older `make upstream-check`, or of the other layout: exit 2 naming why, the checkout untouched."""
     checkout = make_checkout(tmp_path / "diffusers")
-    stale = tmp_path / "upstream-check.json"
-    stale.write_text(json.dumps({key: value for key, value in CHECK.items() if key != "test_command"}))
+    path = tmp_path / "upstream-check.json"
+    path.write_text(json.dumps(check))
     vae = checkout / "src" / "diffusers" / "models" / "autoencoders" / "vae.py"
     before = vae.read_bytes()
-    assert upstream_pr.main([str(checkout), "--check-json", str(stale)]) == 2
-    assert "has no 'test_command': rerun `make upstream-check`" in capsys.readouterr().err
+    assert upstream_pr.main([str(checkout), "--check-json", str(path)]) == 2
+    assert message in capsys.readouterr().err
     assert vae.read_bytes() == before
 
 
@@ -87,18 +138,23 @@ def installed_checkout(tmp_path_factory) -> Path:
     return make_checkout(tmp_path_factory.mktemp("checkout"))
 
 
-def test_main_rewrites_and_prints_the_filled_description(upstream_pr, installed_checkout, tmp_path, capsys):
+def test_main_rewrites_and_prints_both_drafts(upstream_pr, installed_checkout, tmp_path, capsys):
     check = tmp_path / "check.json"
     check.write_text(json.dumps(CHECK))
     assert upstream_pr.main([str(installed_checkout), "--check-json", str(check)]) == 0
     out = capsys.readouterr().out
-    summary, description = out.split("---- PR description ----")
+    summary, rest = out.split("---- DRAFT 1: the coordination issue")
+    issue, description = rest.split("---- DRAFT 2: the pull request description")
     methods = int(re.search(r"(\d+) blend methods in \d+ files", summary).group(1))
     assert methods >= 42
-    assert f"replaces the {methods} copies of that loop" in description
-    assert f"diffusers {diffusers.__version__}" in description
-    assert "ruff format --check: clean" in description
+    assert f"This PR replaces the {methods} loops" in description
+    assert f"diffusers\n{diffusers.__version__}" in description or f"diffusers {diffusers.__version__}" in description
+    assert "`ruff format --check` on the touched files: clean" in description
     assert CHECK["table"] in description and "$" not in description
+    # Both layouts were planned on the pristine checkout: their diff sizes differ and both are printed.
+    copies, inherit = re.findall(r"\(\+(\d+) -(\d+) lines, tests included\)", issue)
+    assert copies != inherit and int(copies[0]) > int(inherit[0])
+    assert out.rstrip().endswith("before submitting. ----")
 
 
 def test_main_refuses_a_tree_that_is_not_diffusers(upstream_pr, tmp_path, capsys):

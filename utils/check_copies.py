@@ -7,7 +7,7 @@
 ROOT is a diffusers checkout (the code under ROOT/src/diffusers is scanned) or a diffusers package directory; the
 default is the current directory. Any other ROOT is an error (exit 2): this repository holds no copies.
 
-Who writes which copies: `tileblend rewrite` owns the text of tileblend's copies (vae.py's `blend_tiles` and
+Who writes which copies: `tileblend rewrite` owns the text of tileblend's copies (vae.py's
 `AutoencoderMixin.blend_v/h/t`, and every copy of those methods): it writes them from one source in one step, and a
 rerun refreshes them. This script is the checker (`utils/upstream_pr.py` runs it in check mode after the rewrite) and,
 for a diffusers checkout, the upstream-style fixer of `make fix-copies DIFFUSERS=path`. The format and the comparison

@@ -1,16 +1,16 @@
 """Judge `tileblend rewrite` on a diffusers checkout with upstream's own tools, against the untouched checkout.
 
-    python utils/upstream_check.py DIFFUSERS [--full | -k EXPR] [--broken-blend] [--work DIR] [--json FILE]
+    python utils/upstream_check.py DIFFUSERS [--inherit] [--full | -k EXPR] [--broken-blend] [--work DIR] [--json FILE]
 
 DIFFUSERS is a diffusers checkout or a `.tar.gz` of one. It is copied twice (pristine, rewritten) and the rewrite is
-applied to one copy. Then, on both copies: upstream's `utils/check_copies.py` (run inside the copy, with this
+applied to one copy (`tileblend rewrite`, or `tileblend rewrite --inherit` with --inherit). Then, on both copies: upstream's `utils/check_copies.py` (run inside the copy, with this
 interpreter's bin directory first on PATH because it shells out to `ruff`), `ruff check` and `ruff format --check`
 with the copy's pyproject.toml on the files the rewrite touches, and upstream's `tests/models/autoencoders` (only
 `-k "tiling or slicing or blend"` unless --full or another -k; the two runs go in parallel). It prints one table:
 each check on pristine and rewritten, then the test ids that pass on pristine but not on rewritten (regressions), the added tests,
 and the collection errors of both copies (a missing optional dependency, reported and not fatal when both copies have
-it). With --broken-blend it then breaks `blend_tiles` in the rewritten copy (one row fewer is blended) and runs the
-added float32 tests again: every one of them must fail.
+it). With --broken-blend it then breaks the vectorized blend in the rewritten copy (`AutoencoderMixin.blend_v/h/t` and
+every copy of them blend one row fewer) and runs the added float32 tests again: every one of them must fail.
 
 Exit status: 0 when the rewritten copy is clean, regresses nothing and (with --broken-blend) the added tests fail
 on the broken blend; 1 otherwise; 2 on a usage error.
@@ -19,6 +19,7 @@ on the broken blend; 1 otherwise; 2 on a usage error.
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,8 +36,8 @@ from tileblend.upstream_mixin_text import TEST_CLASS_SUFFIX
 
 
 SELECTION = "tiling or slicing or blend"
-BLEND_START = "    n = min(a.shape[dim], b.shape[dim], blend_extent)\n"
-BROKEN_BLEND = "    n = min(a.shape[dim], b.shape[dim], blend_extent - 1)\n"
+# The first line of the vectorized blend methods (the loops index shapes from the front: `a.shape[2]`).
+BLEND_CLAMP = re.compile(r"min\(a\.shape\[(-[123])\], b\.shape\[\1\], blend_extent\)")
 
 
 @dataclass
@@ -56,6 +57,7 @@ class CheckResult:
     """Everything the table shows, for --json and for `utils/upstream_pr.py`."""
 
     selection: str | None  # the -k expression of the test runs; None: all of tests/models/autoencoders
+    inherit: bool = False  # the layout: copies everywhere (False) or inherited methods where possible (True)
     copies: dict[str, bool] = field(default_factory=dict)  # copy -> check_copies.py clean
     ruff_check: dict[str, bool] = field(default_factory=dict)
     ruff_format: dict[str, bool] = field(default_factory=dict)
@@ -170,28 +172,40 @@ def run_tests(
     return runs
 
 
-def break_blend(root: Path) -> None:
-    """Make the rewritten copy's `blend_tiles` blend one row fewer than asked: every blend then differs."""
-    vae = root / "src" / "diffusers" / "models" / "autoencoders" / "vae.py"
-    text = vae.read_text(encoding="utf-8")
-    if BLEND_START not in text:
-        raise RewriteError(f"{vae}: no `{BLEND_START.strip()}` line to break")
-    vae.write_text(text.replace(BLEND_START, BROKEN_BLEND, 1), encoding="utf-8")
+def break_blend(root: Path) -> int:
+    """Make the rewritten copy's vectorized blends (the mixin's methods and every copy) blend one row fewer than
+    asked, so that every blend differs; returns how many methods were broken."""
+    broken = 0
+    for module in sorted((root / "src" / "diffusers" / "models" / "autoencoders").glob("*.py")):
+        text = module.read_text(encoding="utf-8")
+        text, count = BLEND_CLAMP.subn(r"min(a.shape[\1], b.shape[\1], blend_extent - 1)", text)
+        if count:
+            module.write_text(text, encoding="utf-8")
+            broken += count
+    if not broken:
+        raise RewriteError(f"{root}: no vectorized blend method to break")
+    return broken
 
 
 def check(
-    source: Path, work: Path, full: bool = False, broken_blend: bool = False, selection: str = SELECTION
+    source: Path,
+    work: Path,
+    full: bool = False,
+    broken_blend: bool = False,
+    selection: str = SELECTION,
+    inherit: bool = False,
 ) -> CheckResult:
-    """Copy, rewrite and judge `source` (see the module docstring); the copies stay under `work`.
+    """Copy, rewrite (with `inherit`: the `--inherit` layout) and judge `source` (see the module docstring); the copies
+    stay under `work`.
 
     `selection` is the `-k` expression of the test runs (ignored with `full`)."""
     checkout = extract(source, work)
     roots = {"pristine": work / "pristine", "rewritten": work / "rewritten"}
     for root in roots.values():
         shutil.copytree(checkout, root, ignore=shutil.ignore_patterns("__pycache__", ".git"))
-    rewrite = plan_rewrite(roots["rewritten"])
+    rewrite = plan_rewrite(roots["rewritten"], inherit=inherit)
     apply_rewrite(rewrite)
-    result = CheckResult(selection=None if full else selection)
+    result = CheckResult(selection=None if full else selection, inherit=inherit)
     result.rewrite_report = report(rewrite)
     result.touched = sorted(
         str(plan.path.relative_to(roots["rewritten"])) for plan in rewrite.files if plan.changed or plan.up_to_date
@@ -256,7 +270,7 @@ def table(result: CheckResult) -> str:
         broken = result.broken
         rows.append(
             (
-                "added fp32 tests with `blend_tiles` broken",
+                "added fp32 tests with the vectorized blend broken",
                 "-",
                 f"{broken.count('failed')} of {len(broken.outcomes)} fail"
                 + (" (as they must)" if result.broken_ok else " (SOME PASS)"),
@@ -276,6 +290,7 @@ def table(result: CheckResult) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("diffusers", type=Path, help="a diffusers checkout or a .tar.gz of one")
+    parser.add_argument("--inherit", action="store_true", help="judge the `tileblend rewrite --inherit` layout")
     parser.add_argument("--full", action="store_true", help="run all of tests/models/autoencoders")
     parser.add_argument("-k", dest="selection", default=SELECTION, help=f'test selection (default "{SELECTION}")')
     parser.add_argument("--broken-blend", action="store_true", help="also check that the added tests catch a bug")
@@ -289,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         work = args.work or Path(temporary)
         work.mkdir(parents=True, exist_ok=True)
         try:
-            result = check(args.diffusers, work, args.full, args.broken_blend, args.selection)
+            result = check(args.diffusers, work, args.full, args.broken_blend, args.selection, args.inherit)
         except RewriteError as error:
             print(f"upstream-check: error: {error}", file=sys.stderr)
             return 1

@@ -1,12 +1,15 @@
-"""Produce the upstream pull request in a diffusers checkout: rewrite, check copies, ruff, then the PR description.
+"""Produce the upstream pull request in a diffusers checkout: the rewrite, its checks, and the drafts a person submits.
 
-    python utils/upstream_pr.py DIFFUSERS_CHECKOUT [--check-json FILE]
+    python utils/upstream_pr.py DIFFUSERS_CHECKOUT [--inherit] [--check-json FILE] [--gpu-json FILE]
 
-Runs `tileblend rewrite`, `utils/check_copies.py` in check mode and `ruff check` / `ruff format --check` (with the
-checkout's own pyproject.toml) on the touched files, prints a summary, then the PR description of docs/upstream-pr.md
-with this run's numbers filled in. With --check-json (written by `make upstream-check`, i.e.
-`utils/upstream_check.py --json`) the description also gets that run's table and test counts; without it those
-placeholders say that the check was not run. Exits non-zero when a step fails.
+Plans both layouts on the checkout as it is (run it on a pristine one: the diff sizes are counted against it), writes
+the chosen one (`tileblend rewrite`, or `tileblend rewrite --inherit`), runs `utils/check_copies.py` in check mode and
+`ruff check` / `ruff format --check` (with the checkout's own pyproject.toml) on the touched files, then prints two
+drafts from docs/upstream-pr.md with this run's numbers filled in: the coordination issue to open first, and the pull
+request description. With --check-json (written by `make upstream-check` for the same layout) the description gets
+that run's table and test counts; with --gpu-json (`out/gpu-check/summary.json`, written by `make gpu-check` on a CUDA
+machine) it gets the GPU run's table. Without them those sections say what has not been run yet. Exits non-zero when
+a step fails.
 
 The rewrite owns the text of its copies (it writes the source and every copy from one source in one step), so the
 copy fixer is not run after it: any copy the checker reports (one of the rewrite's, or a copy of the checkout that had
@@ -25,24 +28,28 @@ from pathlib import Path
 import check_copies
 
 from tileblend.rewrite import TreeRewrite, apply_rewrite, plan_rewrite, report
-from tileblend.rewrite_plan import FileKind, FileRewrite
+from tileblend.rewrite_plan import FileKind
 from tileblend.source_files import SourceError
 
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "upstream-pr.md"
-DESCRIPTION = re.compile(r"<!-- pr-description -->\n(.*?)<!-- /pr-description -->", re.DOTALL)
-NOT_RUN = "(not run: pass --check-json from `make upstream-check`)"
+NOT_RUN = "(not run yet: pass --check-json from `make upstream-check`)"
+GPU_NOT_RUN = (
+    "Not measured yet: no GPU run is attached. The CUDA-graph tests skip without CUDA, and the speed on GPUs (where "
+    "each eager op costs a kernel launch) has not been measured for this PR."
+)
 
 
-def changed_lines(checkout: Path, plans: list[FileRewrite]) -> tuple[int, int]:
-    """(lines added, lines removed) by the rewrite: git's count in a git checkout, else difflib's."""
-    numstat = subprocess.run(["git", "-C", str(checkout), "diff", "--numstat"], capture_output=True, text=True)
-    if numstat.returncode == 0:
-        counts = [line.split("\t")[:2] for line in numstat.stdout.splitlines()]
-        created = sum(plan.new.count("\n") for plan in plans if not plan.old)
-        return sum(int(added) for added, _ in counts) + created, sum(int(removed) for _, removed in counts)
+def template(name: str) -> string.Template:
+    """The text between `<!-- name -->` and `<!-- /name -->` in docs/upstream-pr.md."""
+    match = re.search(rf"<!-- {name} -->\n(.*?)<!-- /{name} -->", DOCS.read_text(encoding="utf-8"), re.DOTALL)
+    return string.Template(match.group(1))
+
+
+def diff_size(rewrite: TreeRewrite) -> tuple[int, int]:
+    """(lines added, lines removed) by the planned rewrite."""
     added = removed = 0
-    for plan in plans:
+    for plan in rewrite.files:
         for line in difflib.unified_diff(plan.old.splitlines(), plan.new.splitlines(), lineterm="", n=0):
             added += line.startswith("+") and not line.startswith("+++")
             removed += line.startswith("-") and not line.startswith("---")
@@ -55,32 +62,54 @@ def ruff(arguments: list[str], config: Path, files: list[str]) -> bool:
     return result.returncode == 0
 
 
-def rewrite_numbers(rewrite: TreeRewrite, added: int, removed: int, clean: bool) -> dict:
-    """The placeholders the rewrite itself fills: methods rewritten per kind, files, diff size, ruff."""
-    copies = [plan for plan in rewrite.files if plan.copies]
-    names = [name for plan in copies for name in plan.copies]
+def rewrite_numbers(rewrite: TreeRewrite, sizes: dict[bool, tuple[int, int]], inherit: bool, clean: bool) -> dict:
+    """The placeholders the rewrite itself fills: methods per kind and layout, files, both diff sizes, ruff."""
+    names = [name for plan in rewrite.files for name in plan.vectorized]
+    copies = sum(len(plan.copies) for plan in rewrite.files)
+    deleted = sum(len(plan.deleted) for plan in rewrite.files)
+    if inherit:
+        layout = (
+            f"The {deleted} methods of classes that inherit `AutoencoderMixin` are deleted, so those classes use the "
+            f"mixin's; the {copies} methods of the two classes that do not inherit it (`AutoencoderVidTok`, "
+            "`LTX2VideoDiffusionDecoderModel`) become `# Copied from` copies of the mixin's."
+        )
+    else:
+        layout = (
+            f"Each of the {copies} loops is replaced in place by a full copy of the mixin's method under "
+            "`# Copied from diffusers.models.autoencoders.vae.AutoencoderMixin.blend_X`, so `make fix-copies` keeps "
+            "them in sync and every model file stays readable on its own; no imports change."
+        )
     return {
         "diffusers_version": rewrite.version,
         "methods": len(names),
-        "files": len(copies),
+        "files": sum(bool(plan.vectorized) for plan in rewrite.files if plan.kind is not FileKind.VAE),
         "blend_v": sum(name.endswith(".blend_v") for name in names),
         "blend_h": sum(name.endswith(".blend_h") for name in names),
         "blend_t": sum(name.endswith(".blend_t") for name in names),
-        "added": added,
-        "removed": removed,
+        "layout": layout,
+        "copies_added": sizes[False][0],
+        "copies_removed": sizes[False][1],
+        "inherit_added": sizes[True][0],
+        "inherit_removed": sizes[True][1],
+        "added": sizes[inherit][0],
+        "removed": sizes[inherit][1],
+        "rewrite_command": "tileblend rewrite --inherit ." if inherit else "tileblend rewrite .",
         "ruff": "clean" if clean else "NOT clean",
     }
 
 
-def check_numbers(check: dict | None) -> dict:
-    """The placeholders `make upstream-check`'s JSON fills: its table, the added tests, their classes and times.
+def check_numbers(check: dict | None, inherit: bool) -> dict:
+    """The placeholders `make upstream-check`'s JSON fills: its table, the added tests and their classes.
 
-    Raises ValueError naming the missing key for a JSON without one (written by an older `make upstream-check`).
+    Raises ValueError for a JSON of the other layout, or one without a key (written by an older `make upstream-check`).
     """
     if check is None:
         keys = ("check_table", "tested_classes", "tested_class_count", "added_passed", "added_skipped")
-        return dict.fromkeys(keys + ("rewritten_seconds", "pristine_seconds", "test_command", "regressions"), NOT_RUN)
+        return dict.fromkeys(keys + ("test_command", "regressions"), NOT_RUN)
     try:
+        if check["inherit"] != inherit:
+            layout = "--inherit" if check["inherit"] else "default"
+            raise ValueError(f"the check JSON is of the {layout} layout: rerun `make upstream-check` for this one")
         added = check["added"].values()
         return {
             "check_table": check["table"],
@@ -88,8 +117,6 @@ def check_numbers(check: dict | None) -> dict:
             "tested_class_count": len(check["added_classes"]),
             "added_passed": sum(outcome == "passed" for outcome in added),
             "added_skipped": sum(outcome == "skipped" for outcome in added),
-            "pristine_seconds": round(check["tests"]["pristine"]["seconds"]),
-            "rewritten_seconds": round(check["tests"]["rewritten"]["seconds"]),
             "test_command": check["test_command"],
             "regressions": len(check["regressions"]),
         }
@@ -97,20 +124,35 @@ def check_numbers(check: dict | None) -> dict:
         raise ValueError(f"the check JSON has no {error}: rerun `make upstream-check`") from error
 
 
-def description(numbers: dict) -> str:
-    """The PR description of docs/upstream-pr.md with `numbers` filled in; unknown placeholders raise KeyError."""
-    return string.Template(DESCRIPTION.search(DOCS.read_text()).group(1)).substitute(numbers)
+def gpu_numbers(summary: dict | None) -> dict:
+    """The GPU section of the PR (the table of `make gpu-check`'s summary.json, or what has not been measured) and the
+    sentence the coordination issue says of it."""
+    if summary is None:
+        return {"gpu_results": GPU_NOT_RUN, "gpu_status": GPU_NOT_RUN}
+    rows = [f"| {step['name']} | {step['status']} | {step['seconds']:.0f} |" for step in summary["steps"]]
+    commands = [f"- {step['name']}: `{step['command']}`" for step in summary["steps"] if step["command"]]
+    lines = [f"`make gpu-check` on {summary['device']} ({summary['total_s']:.0f} s):", ""]
+    lines += ["| step | status | seconds |", "| --- | --- | ---: |", *rows, "", "Commands:", "", *commands]
+    status = f"A `make gpu-check` run on {summary['device']} is attached to the PR draft; nothing beyond it was run."
+    return {"gpu_results": "\n".join(lines), "gpu_status": status}
+
+
+def read_json(path: Path | None) -> dict | None:
+    return json.loads(path.read_text(encoding="utf-8")) if path else None
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("checkout", type=Path, help="the diffusers checkout to rewrite (in place)")
+    parser.add_argument("checkout", type=Path, help="the pristine diffusers checkout to rewrite (in place)")
+    parser.add_argument("--inherit", action="store_true", help="write the `tileblend rewrite --inherit` layout")
     parser.add_argument("--check-json", type=Path, help="the JSON written by `utils/upstream_check.py --json`")
+    parser.add_argument("--gpu-json", type=Path, help="out/gpu-check/summary.json of `make gpu-check` on CUDA")
     args = parser.parse_args(argv)
     try:
-        check = json.loads(args.check_json.read_text()) if args.check_json else None
-        check_filled = check_numbers(check)  # before anything is written: a stale JSON stops the run here
-        rewrite = plan_rewrite(args.checkout)
+        # Both JSON files are read before anything is written: a stale one stops the run here.
+        filled = check_numbers(read_json(args.check_json), args.inherit) | gpu_numbers(read_json(args.gpu_json))
+        plans = {inherit: plan_rewrite(args.checkout, inherit=inherit) for inherit in (False, True)}
+        rewrite = plans[args.inherit]
         apply_rewrite(rewrite)
     except (SourceError, OSError, ValueError) as error:
         print(f"upstream-pr: error: {error}", file=sys.stderr)
@@ -118,16 +160,22 @@ def main(argv: list[str] | None = None) -> int:
     print(report(rewrite))
     if check_copies.main(["--path", str(args.checkout)]) != 0:
         return 1
-    touched = [str(plan.path) for plan in rewrite.files if plan.kind is not FileKind.MODULE or plan.copies]
+    touched = [str(plan.path) for plan in rewrite.files if plan.changed]
     config = args.checkout / "pyproject.toml"
     clean = ruff(["check"], config, touched) and ruff(["format", "--check"], config, touched)
 
-    added, removed = changed_lines(args.checkout, rewrite.files)
-    numbers = rewrite_numbers(rewrite, added, removed, clean) | check_filled
+    sizes = {inherit: diff_size(plan) for inherit, plan in plans.items()}
+    numbers = rewrite_numbers(rewrite, sizes, args.inherit, clean) | filled
     print(f"\nruff check / ruff format --check on {len(touched)} touched files: {numbers['ruff']}")
-    print("\n---- PR description ----\n")
-    print(description(numbers))
-    return 0 if clean and (check is None or check["ok"]) else 1
+    print("\n---- DRAFT 1: the coordination issue (open it first; wait for a maintainer's acknowledgment) ----\n")
+    print(template("coordination-issue").substitute(numbers))
+    print("---- DRAFT 2: the pull request description (after the acknowledgment) ----\n")
+    print(template("pr-description").substitute(numbers))
+    print(
+        "---- These are drafts. Read every sentence, rerun what they report, and change or delete anything you cannot "
+        "answer for before submitting. ----"
+    )
+    return 0 if clean and (args.check_json is None or read_json(args.check_json)["ok"]) else 1
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
 """`tileblend rewrite PATH`: write the vectorized blend into a diffusers source tree, as an upstream pull request.
 
-`blend_tiles` goes into `models/autoencoders/vae.py` with `blend_v`, `blend_h` and `blend_t` as methods of
+`blend_v`, `blend_h` and `blend_t` go into `models/autoencoders/vae.py` as self-contained methods of
 `AutoencoderMixin` (text from `tileblend.upstream_code`). Every method that `tileblend.recognize` identifies as the
 row loop (the recogniser `tileblend.enable()` uses) is replaced in place by
 
     # Copied from diffusers.models.autoencoders.vae.AutoencoderMixin.blend_X
     <the AutoencoderMixin method, same text>
 
-and `blend_tiles` is added to the file's `from .vae import ...`. The rewriter owns the text of these copies: it writes
+(no import changes). With `--inherit` the loops of classes that derive from `AutoencoderMixin` are deleted instead, so
+that those classes inherit the mixin's methods; only the classes that do not derive from it get copies. The rewriter
+owns the text of these copies: it writes
 the source and every copy from one `UpstreamCode` in one step, so they cannot disagree, and a rerun refreshes copies
 written by an earlier run (a second run changes nothing); `utils/check_copies.py` only checks them. Methods named like
 blends that are neither are left alone and reported, and so are loops in nested classes (a "Copied from" copy there
@@ -68,9 +70,10 @@ def _version(package: Path) -> str:
 
 
 def _plan_tests(root: Path, modules: list[FileRewrite]) -> list[FileRewrite]:
-    """The test files for the copies `modules` hold: upstream's tester-mixin layout edited, or (in an older checkout
-    with `tests/models/autoencoders/`) the standalone test module; none in a checkout with neither."""
-    classes = {name.split(".")[0] for plan in modules for name in plan.copies}
+    """The test files for the vectorized blends of `modules` (copies or inherited): upstream's tester-mixin layout
+    edited, or (in an older checkout with `tests/models/autoencoders/`) the standalone test module; none in a checkout
+    with neither."""
+    classes = {name.split(".")[0] for plan in modules for name in plan.vectorized}
     layout = plan_test_files(root, classes)
     if layout is not None:
         edits, _ = layout
@@ -82,13 +85,14 @@ def _plan_tests(root: Path, modules: list[FileRewrite]) -> list[FileRewrite]:
     if not test_path.parent.is_dir():
         return []
     old = read_source(test_path) if test_path.exists() else SourceFile(test_path, "")
-    new = with_newline(render_test_module({plan.path.stem: plan.copies for plan in modules}), old.newline)
+    new = with_newline(render_test_module({plan.path.stem: plan.vectorized for plan in modules}), old.newline)
     return [FileRewrite(path=test_path, kind=FileKind.TESTS, old=old.text, new=new, encoding=old.encoding)]
 
 
-def plan_rewrite(path: Path, code: UpstreamCode | None = None) -> TreeRewrite:
+def plan_rewrite(path: Path, code: UpstreamCode | None = None, inherit: bool = False) -> TreeRewrite:
     """Plan the rewrite of the diffusers tree at `path` (nothing written): read each file once, plan it
-    (`tileblend.rewrite_plan`), then plan the test files."""
+    (`tileblend.rewrite_plan`; with `inherit`, the loops of classes deriving from `AutoencoderMixin` are deleted),
+    then plan the test files."""
     code = code or upstream_code()
     package, root = diffusers_tree(path)
     version = _version(package)
@@ -96,10 +100,10 @@ def plan_rewrite(path: Path, code: UpstreamCode | None = None) -> TreeRewrite:
     for module in sorted((package / AUTOENCODERS).glob("*.py")):
         source = read_source(module)
         if module.stem == VAE_MODULE:
-            modules.append(plan_vae(source, code, version))
-        elif (plan := plan_module(source, code)).copies or plan.skipped or plan.nested:
+            modules.append(plan_vae(source, code, version, inherit))
+        elif (plan := plan_module(source, code, inherit)).vectorized or plan.skipped or plan.nested:
             modules.append(plan)
-    if not any(plan.copies for plan in modules):
+    if not any(plan.vectorized for plan in modules):
         raise RewriteError(f"no loop blend methods found under {package / AUTOENCODERS}")
     tests = _plan_tests(root, modules) if root is not None else []
     return TreeRewrite(package, root, version, modules + tests)
@@ -117,7 +121,8 @@ def report(rewrite: TreeRewrite) -> str:
     lines = []
     for plan in rewrite.files:
         relative = plan.path.relative_to(rewrite.package) if plan.path.is_relative_to(rewrite.package) else plan.path
-        for label, names in (("rewritten", plan.rewritten), ("up to date", plan.up_to_date)):
+        labels = ("rewritten", plan.rewritten), ("up to date", plan.up_to_date), ("deleted (inherited)", plan.deleted)
+        for label, names in labels:
             if names:
                 lines.append(f"{relative}: {label}: {', '.join(names)}")
         if plan.skipped:
@@ -128,16 +133,18 @@ def report(rewrite: TreeRewrite) -> str:
                 f"{', '.join(plan.nested)}"
             )
         if plan.kind is FileKind.VAE:
-            lines.append(f"{relative}: blend_tiles and {SOURCE_CLASS}.blend_v/h/t: {_state(plan)}")
+            lines.append(f"{relative}: {SOURCE_CLASS}.blend_v/h/t: {_state(plan)}")
         elif plan.kind is FileKind.TESTS:
             lines.append(f"{relative}: test module: {_state(plan)}")
-    copies = [plan for plan in rewrite.files if plan.copies]
-    methods = sum(len(plan.copies) for plan in copies)
+    vectorized = [plan for plan in rewrite.files if plan.vectorized]
+    methods = sum(len(plan.vectorized) for plan in vectorized)
     rewritten = sum(len(plan.rewritten) for plan in rewrite.files)
+    deleted = sum(len(plan.deleted) for plan in rewrite.files)
     skipped = [name for plan in rewrite.files for name in plan.skipped + plan.nested]
     lines.append(
-        f"{methods} blend methods in {len(copies)} files ({rewritten} rewritten, {methods - rewritten} up to date), "
-        f"{len(skipped)} skipped, {sum(plan.changed for plan in rewrite.files)} files changed"
+        f"{methods} blend methods in {len(vectorized)} files ({rewritten} rewritten, {deleted} deleted, "
+        f"{methods - rewritten - deleted} up to date), {len(skipped)} skipped, "
+        f"{sum(plan.changed for plan in rewrite.files)} files changed"
     )
     return "\n".join(lines)
 
@@ -175,13 +182,19 @@ def add_parser(subparsers) -> None:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true", help="change nothing; exit 1 if a rewrite is pending")
     mode.add_argument("--diff", action="store_true", help="print a unified diff instead of writing")
+    parser.add_argument(
+        "--inherit",
+        action="store_true",
+        help="delete the loops of classes that derive from AutoencoderMixin (they inherit its methods) instead of "
+        "copying the methods over them; classes that do not derive from it still get copies",
+    )
     parser.set_defaults(handler=main)
 
 
 def main(args: argparse.Namespace) -> int:
     """Plan, report and (unless --check or --diff) write the rewrite of `args.path`."""
     try:
-        rewrite = plan_rewrite(args.path)
+        rewrite = plan_rewrite(args.path, inherit=args.inherit)
         if args.diff:
             sys.stdout.flush()  # bytes, so that no platform translates the lines' own endings
             sys.stdout.buffer.write(unified_diff(rewrite).encode("utf-8"))

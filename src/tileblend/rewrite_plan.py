@@ -6,11 +6,13 @@ identifies as the row loop (or that already carries the mixin's "Copied from" co
     # Copied from diffusers.models.autoencoders.vae.AutoencoderMixin.blend_X
     <the AutoencoderMixin method, same text>
 
-and `blend_tiles` joins the module's `from .vae import ...`. `plan_vae` plans vae.py: the same for its own loops, plus
-`blend_tiles` and the `AutoencoderMixin` methods, added or refreshed. Both parse their input once, compute every edit
-on that one tree (the edits never overlap) and apply them together; the result is a `FileRewrite`. The text of every
-copy and of its source comes from one `UpstreamCode`, so the rewriter is what keeps tileblend's copies in sync: a
-rerun refreshes them all (`utils/check_copies.py` only checks them).
+a self-contained method: no import changes. With `inherit`, such a method of a class that names `AutoencoderMixin`
+among its bases is deleted instead (with its comment), so the class inherits the mixin's; only classes that do not
+derive from the mixin keep copies. `plan_vae` plans vae.py: the same for its own loops, plus the `AutoencoderMixin`
+methods, added or refreshed. Both parse their input once, compute every edit on that one tree (the edits never
+overlap) and apply them together; the result is a `FileRewrite`. The text of every copy and of its source comes from
+one `UpstreamCode`, so the rewriter is what keeps tileblend's copies in sync: a rerun refreshes them all
+(`utils/check_copies.py` only checks them).
 """
 
 import ast
@@ -26,7 +28,6 @@ from .upstream_code import SOURCE_CLASS, UpstreamCode
 
 VAE_MODULE = "vae"
 FIRST_SUPPORTED_VERSION = "0.36.0"  # the first diffusers release with AutoencoderMixin
-LINE_LENGTH = 119
 BLEND_DEFINITION = re.compile(r"\bdef\s+blend_[vht]\b")
 
 Edit = tuple[int, int, list[str]]  # replace lines[start:end] by these lines (generated with "\n")
@@ -39,7 +40,7 @@ class RewriteError(SourceError):
 class FileKind(Enum):
     """What a planned file is to the rewrite."""
 
-    VAE = "vae"  # models/autoencoders/vae.py: blend_tiles and the AutoencoderMixin methods (the copies' source)
+    VAE = "vae"  # models/autoencoders/vae.py: the AutoencoderMixin methods (the copies' source)
     MODULE = "module"  # another module of models/autoencoders: its loops become copies
     TESTS = "tests"  # an upstream test file the rewrite edits or creates
 
@@ -58,6 +59,7 @@ class FileRewrite:
     up_to_date: list[str] = field(default_factory=list)  # "Class.method" already the current copy
     skipped: list[str] = field(default_factory=list)  # "Class.method" named like a blend, not recognised
     nested: list[str] = field(default_factory=list)  # "Class.method" loops in a class that is not at module level
+    deleted: list[str] = field(default_factory=list)  # "Class.method" deleted: the class inherits the mixin's
 
     @property
     def changed(self) -> bool:
@@ -67,6 +69,12 @@ class FileRewrite:
     def copies(self) -> list[str]:
         """Every "Class.method" that is the mixin's copy once the plan is written."""
         return self.rewritten + self.up_to_date
+
+    @property
+    def vectorized(self) -> list[str]:
+        """Every "Class.method" that runs the mixin's blend once the plan is written: its copies and the methods
+        deleted in favour of the inherited ones."""
+        return self.copies + self.deleted
 
 
 def parse_source(text: str, path: Path) -> ast.Module:
@@ -99,43 +107,6 @@ def _indent(text: str, indent: str) -> list[str]:
     return [indent + line[4:] if line.strip() else line for line in text.splitlines(keepends=True)]
 
 
-def _name_order(name: str) -> tuple[int, str, str]:
-    """isort's order-by-type, as ruff applies it: CONSTANTS, then Classes, then functions and variables."""
-    kind = 0 if name.isupper() and len(name) > 1 else 1 if name[0].isupper() else 2
-    return kind, name.lower(), name
-
-
-def _import_lines(names: list[str], wrapped: bool = False) -> list[str]:
-    """`from .vae import <names>` as ruff formats it: one line if it fits (and was not wrapped before), else one name
-    per line.
-
-    Written by hand rather than by running ruff: ruff is not a runtime dependency of tileblend, and its output varies
-    between versions, which would make the rewrite's output depend on the ruff installed."""
-    names = sorted(names, key=_name_order)
-    line = f"from .{VAE_MODULE} import {', '.join(names)}\n"
-    if len(line) - 1 <= LINE_LENGTH and not wrapped:
-        return [line]
-    return [f"from .{VAE_MODULE} import (\n", *[f"    {name},\n" for name in names], ")\n"]
-
-
-def _import_edit(tree: ast.Module, path: Path) -> Edit | None:
-    """The edit adding `blend_tiles` to the file's `from .vae import ...`, or None when it is there already."""
-    imports = [
-        node
-        for node in tree.body
-        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module == VAE_MODULE
-    ]
-    if any(alias.name == "blend_tiles" and alias.asname is None for node in imports for alias in node.names):
-        return None
-    # ruff keeps aliased names in statements of their own: extend one without aliases.
-    plain = [node for node in imports if not any(alias.asname for alias in node.names)]
-    if not plain:
-        raise RewriteError(f"{path} has no `from .{VAE_MODULE} import ...` (without aliases) to add blend_tiles to")
-    names = [alias.name for alias in plain[0].names] + ["blend_tiles"]
-    wrapped = plain[0].end_lineno > plain[0].lineno
-    return plain[0].lineno - 1, plain[0].end_lineno, _import_lines(names, wrapped)
-
-
 def _copied_from_start(lines: list[str], def_index: int) -> tuple[int, str | None]:
     """Index of the first "Copied from" comment line directly above line `def_index`, and its target."""
     start, target = def_index, None
@@ -150,9 +121,26 @@ def _first_line(node: ast.FunctionDef | ast.ClassDef) -> int:
     return (node.decorator_list[0].lineno if node.decorator_list else node.lineno) - 1
 
 
-def _copy_edits(plan: FileRewrite, lines: list[str], tree: ast.Module, code: UpstreamCode) -> list[Edit]:
-    """The edits turning the file's loops into copies (vae.py's own `AutoencoderMixin` excepted); fills the plan's
-    lists of rewritten, up-to-date, skipped and nested methods."""
+def _inherits_mixin(cls: ast.ClassDef) -> bool:
+    """Whether the class names `AutoencoderMixin` among its bases."""
+    return any(isinstance(base, ast.Name) and base.id == SOURCE_CLASS for base in cls.bases)
+
+
+def _deletion(lines: list[str], start: int, end: int) -> Edit:
+    """The edit deleting lines[start:end] (a method and its comments) with one of the blank lines around it."""
+    if end < len(lines) and not lines[end].strip():
+        return start, end + 1, []
+    if start > 0 and not lines[start - 1].strip():
+        return start - 1, end, []
+    return start, end, []
+
+
+def _copy_edits(
+    plan: FileRewrite, lines: list[str], tree: ast.Module, code: UpstreamCode, inherit: bool
+) -> list[Edit]:
+    """The edits turning the file's loops into copies, or with `inherit` deleting those of classes that derive from
+    `AutoencoderMixin` (vae.py's own `AutoencoderMixin` excepted); fills the plan's lists of rewritten, up-to-date,
+    deleted, skipped and nested methods."""
     edits = []
     for cls, function in blend_candidates(tree):
         if plan.kind is FileKind.VAE and cls.name == SOURCE_CLASS and cls in tree.body:
@@ -166,6 +154,10 @@ def _copy_edits(plan: FileRewrite, lines: list[str], tree: ast.Module, code: Ups
         if cls not in tree.body:
             plan.nested.append(name)
             continue
+        if inherit and _inherits_mixin(cls):
+            plan.deleted.append(name)
+            edits.append(_deletion(lines, start, function.end_lineno))
+            continue
         indent = lines[function.lineno - 1][: function.col_offset]
         replacement = [f"{indent}# Copied from {code.copied_from(function.name)}\n"]
         replacement += _indent(code.methods[function.name], indent)
@@ -177,8 +169,9 @@ def _copy_edits(plan: FileRewrite, lines: list[str], tree: ast.Module, code: Ups
     return edits
 
 
-def plan_module(source: SourceFile, code: UpstreamCode) -> FileRewrite:
-    """Plan the rewrite of an autoencoder module other than vae.py (not parsed when it defines no `blend_v/h/t`)."""
+def plan_module(source: SourceFile, code: UpstreamCode, inherit: bool = False) -> FileRewrite:
+    """Plan the rewrite of an autoencoder module other than vae.py (not parsed when it defines no `blend_v/h/t`); with
+    `inherit`, the loops of classes deriving from `AutoencoderMixin` are deleted rather than copied over."""
     plan = FileRewrite(
         path=source.path, kind=FileKind.MODULE, old=source.text, new=source.text, encoding=source.encoding
     )
@@ -186,24 +179,14 @@ def plan_module(source: SourceFile, code: UpstreamCode) -> FileRewrite:
         return plan
     lines = split_lines(source.text)
     tree = parse_source(source.text, source.path)
-    edits = _copy_edits(plan, lines, tree, code)
-    if plan.copies and (edit := _import_edit(tree, source.path)) is not None:
-        edits.append(edit)
-    plan.new = apply_edits(lines, edits, source.newline)
+    plan.new = apply_edits(lines, _copy_edits(plan, lines, tree, code, inherit), source.newline)
     return _checked(plan)
 
 
-def _mixin_edits(mixin: ast.ClassDef, tree: ast.Module, code: UpstreamCode) -> list[Edit]:
-    """The edits writing `blend_tiles` (above the mixin, or over the existing one) and the mixin's blend methods
-    (over the existing ones, the others appended to the class)."""
-    function_lines = code.function.splitlines(keepends=True)
-    existing = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "blend_tiles"]
-    if existing:
-        edits = [(existing[0].lineno - 1, existing[0].end_lineno, function_lines)]
-    else:
-        edits = [(_first_line(mixin), _first_line(mixin), function_lines + ["\n", "\n"])]
+def _mixin_edits(mixin: ast.ClassDef, code: UpstreamCode) -> list[Edit]:
+    """The edits writing the mixin's blend methods: over the existing ones, the others appended to the class."""
     methods = {node.name: node for node in mixin.body if isinstance(node, ast.FunctionDef)}
-    appended = []
+    edits, appended = [], []
     for name, text in code.methods.items():
         if name in methods:
             edits.append((methods[name].lineno - 1, methods[name].end_lineno, text.splitlines(keepends=True)))
@@ -214,10 +197,10 @@ def _mixin_edits(mixin: ast.ClassDef, tree: ast.Module, code: UpstreamCode) -> l
     return edits
 
 
-def plan_vae(source: SourceFile, code: UpstreamCode, version: str) -> FileRewrite:
-    """Plan the rewrite of vae.py: `blend_tiles` and the `AutoencoderMixin` blend methods added or refreshed, and its
-    own loops (outside the mixin) made copies. `version` (the tree's diffusers version) names the tree in the error
-    raised when vae.py has no `AutoencoderMixin`."""
+def plan_vae(source: SourceFile, code: UpstreamCode, version: str, inherit: bool = False) -> FileRewrite:
+    """Plan the rewrite of vae.py: the `AutoencoderMixin` blend methods added or refreshed, and its own loops (outside
+    the mixin) made copies, or deleted with `inherit`. `version` (the tree's diffusers version) names the tree in the
+    error raised when vae.py has no `AutoencoderMixin`."""
     plan = FileRewrite(path=source.path, kind=FileKind.VAE, old=source.text, new=source.text, encoding=source.encoding)
     tree = parse_source(source.text, source.path)
     classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == SOURCE_CLASS]
@@ -228,6 +211,6 @@ def plan_vae(source: SourceFile, code: UpstreamCode, version: str) -> FileRewrit
             f"{SOURCE_CLASS}; tileblend.enable() works on this version"
         )
     lines = split_lines(source.text)
-    edits = _copy_edits(plan, lines, tree, code) + _mixin_edits(classes[0], tree, code)
+    edits = _copy_edits(plan, lines, tree, code, inherit) + _mixin_edits(classes[0], code)
     plan.new = apply_edits(lines, edits, source.newline)
     return _checked(plan)

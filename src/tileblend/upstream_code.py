@@ -1,9 +1,9 @@
 """The upstream text of the vectorized blend, generated from `tileblend.blend`'s own source.
 
-diffusers gets `blend_tiles` as a module function of `models/autoencoders/vae.py` and `blend_v`, `blend_h` and
-`blend_t` as methods of `AutoencoderMixin` (a `self` parameter added, everything else as written in
-`tileblend.blend`). Every autoencoder copies those methods under a "Copied from" comment, so editing
-`tileblend/blend.py` and rerunning `tileblend rewrite` is how the upstream code is kept in sync.
+diffusers gets `blend_v`, `blend_h` and `blend_t` as self-contained methods of `AutoencoderMixin` in
+`models/autoencoders/vae.py` (a `self` parameter added, everything else as written in `tileblend.blend`). Every
+autoencoder that keeps its own blend methods copies them under a "Copied from" comment, so editing `tileblend/blend.py`
+and rerunning `tileblend rewrite` is how the upstream code is kept in sync.
 """
 
 import ast
@@ -21,10 +21,9 @@ METHOD_INDENT = " " * 4
 
 @dataclass(frozen=True)
 class UpstreamCode:
-    """`function`: `blend_tiles` at column 0. `methods`: name -> method text indented for a class body, in the order
-    blend_v, blend_h, blend_t. Every text ends with a newline."""
+    """`methods`: name -> method text indented for a class body, in the order blend_v, blend_h, blend_t. Every text
+    ends with a newline."""
 
-    function: str
     methods: dict[str, str]
 
     def copied_from(self, name: str) -> str:
@@ -53,7 +52,4 @@ def upstream_code(source: str | None = None) -> UpstreamCode:
         source = inspect.getsource(blend)
     lines = source.splitlines(keepends=True)
     functions = {node.name: node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)}
-    return UpstreamCode(
-        function="".join(_definition_lines(lines, functions["blend_tiles"])),
-        methods={name: _as_method(lines, functions[name]) for name in BLEND_AXES},
-    )
+    return UpstreamCode(methods={name: _as_method(lines, functions[name]) for name in BLEND_AXES})

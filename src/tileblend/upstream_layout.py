@@ -2,8 +2,9 @@
 
 Upstream tests each autoencoder with pytest classes composing a `<Model>TesterConfig` with tester mixins
 (`tests/models/autoencoders/testing_utils.py` defines `AutoencoderTesterMixin`). In such a checkout the rewrite adds
-`AutoencoderTilingBlendTesterMixin` to that `testing_utils.py` and, in the test file of every rewritten class that has
-one, a `Test<Model>TilingBlend` class composing the model's config with it (and the mixin to the file's
+the reference row loop `blend_row_loop` and `AutoencoderTilingBlendTesterMixin` to that `testing_utils.py` (and
+`assert_tensors_close` and `require_torch_gpu` to its `from ...testing_utils import ...`) and, in the test file of every rewritten class that
+has one, a `Test<Model>TilingBlend` class composing the model's config with the mixin (and the mixin to the file's
 `from .testing_utils import ...`). Existing classes and methods are not touched; a second run refreshes the added text
 and changes nothing else. `CASES` holds, per class, the tile settings that reach its blends with upstream's own tiny
 config, as measured on upstream main.
@@ -14,7 +15,16 @@ from pathlib import Path
 
 from .rewrite_plan import parse_source
 from .source_files import SourceFile, read_source, split_lines, with_newline
-from .upstream_mixin_text import MIXIN, MIXIN_NAME, TEST_CLASS_SUFFIX, TilingBlendCase, test_class
+from .upstream_mixin_text import (
+    MIXIN,
+    MIXIN_NAME,
+    REFERENCE,
+    REFERENCE_NAME,
+    TEST_CLASS_SUFFIX,
+    TESTING_UTILS_IMPORTS,
+    TilingBlendCase,
+    test_class,
+)
 
 
 TESTS = Path("tests", "models", "autoencoders")
@@ -55,10 +65,9 @@ CASES: dict[str, TilingBlendCase] = {
             "tile_sample_stride_width": 10,
             "tile_latent_min_height": 8,
             "tile_latent_min_width": 8,
-        },
-        clipped=True,
+        }
     ),
-    "AutoencoderKL": TilingBlendCase(_SIZE_12_6, clipped=True),
+    "AutoencoderKL": TilingBlendCase(_SIZE_12_6),
     "AutoencoderKLKVAE": TilingBlendCase({"tile_sample_min_size": 16, "tile_latent_min_size": 8}),
     "ConsistencyDecoderVAE": TilingBlendCase(_SIZE_12_6),
     "AutoencoderKLHunyuanVideo": TilingBlendCase(
@@ -109,7 +118,6 @@ CASES: dict[str, TilingBlendCase] = {
         init='return {**super().get_init_dict(), "ch": 8}',
         inputs=_sample("(1, 3, 8, 48, 48)"),
         reason="8 base channels and 48x48 frames: tiling the 128-channel config takes a minute on a CPU.",
-        cpu_skip="(torch.float16,)",  # avg_pool3d
     ),
     "LTX2VideoDiffusionDecoderModel": TilingBlendCase(
         _SPATIAL_32_24 | {"tile_sample_min_num_frames": 8, "tile_sample_stride_num_frames": 6},
@@ -125,10 +133,11 @@ blends with upstream's tiny config. Measured on upstream main (2026-08)."""
 def _replace_or_append(
     lines: list[str], tree: ast.Module, name: str, text: str, after: int | None, newline: str
 ) -> list[str]:
-    """Replace top-level class `name` by `text`, or insert `text` after line `after` (None: at the end); the lines
-    added end with `newline`."""
+    """Replace the top-level class or function `name` by `text`, or insert `text` after line `after` (None: at the
+    end); the lines added end with `newline`."""
     new = split_lines(with_newline(text, newline))
-    existing = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == name]
+    definitions = (ast.ClassDef, ast.FunctionDef)
+    existing = [node for node in tree.body if isinstance(node, definitions) and node.name == name]
     if existing:
         node = existing[0]
         first = (node.decorator_list[0].lineno if node.decorator_list else node.lineno) - 1
@@ -141,26 +150,26 @@ def _replace_or_append(
     return lines[:after] + [newline, newline, *new] + lines[after:]
 
 
-def _with_mixin_import(lines: list[str], tree: ast.Module, newline: str) -> list[str]:
-    """Add the mixin to the file's `from .testing_utils import ...`, or add that import after the last import; the
-    lines added end with `newline`."""
+def _with_import(
+    lines: list[str], tree: ast.Module, module: str, level: int, names: tuple[str, ...], newline: str
+) -> list[str]:
+    """Add `names` to the file's `from <level dots><module> import ...` (one without aliases), or add that import
+    after the last import; the lines added end with `newline`."""
     imports = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
-    local = [node for node in imports if isinstance(node, ast.ImportFrom) and node.level == 1]
-    local = [node for node in local if node.module == "testing_utils" and not any(a.asname for a in node.names)]
+    local = [node for node in imports if isinstance(node, ast.ImportFrom) and node.level == level]
+    local = [node for node in local if node.module == module and not any(alias.asname for alias in node.names)]
+    statement = f"from {'.' * level}{module} import"
     if not local:
-        return (
-            lines[: imports[-1].end_lineno]
-            + [f"from .testing_utils import {MIXIN_NAME}{newline}"]
-            + lines[imports[-1].end_lineno :]
-        )
+        after = imports[-1].end_lineno
+        return lines[:after] + [f"{statement} {', '.join(sorted(names))}{newline}"] + lines[after:]
     node = local[0]
-    names = [alias.name for alias in node.names]
-    if MIXIN_NAME in names:
+    present = [alias.name for alias in node.names]
+    if set(names) <= set(present):
         return lines
-    names = sorted([*names, MIXIN_NAME], key=lambda name: (not name.isupper(), not name[0].isupper(), name.lower()))
-    line = f"from .testing_utils import {', '.join(names)}"
+    merged = sorted({*present, *names}, key=lambda name: (not name.isupper(), not name[0].isupper(), name.lower()))
+    line = f"{statement} {', '.join(merged)}"
     if len(line) > LINE_LENGTH or node.end_lineno > node.lineno:
-        block = [f"from .testing_utils import ({newline}", *[f"    {name},{newline}" for name in names], f"){newline}"]
+        block = [f"{statement} ({newline}", *[f"    {name},{newline}" for name in merged], f"){newline}"]
     else:
         block = [line + newline]
     return lines[: node.lineno - 1] + block + lines[node.end_lineno :]
@@ -208,28 +217,33 @@ def plan_test_files(root: Path, classes: set[str]) -> tuple[TestFileEdits, dict[
     source = read_source(utils_path)
     if "class AutoencoderTesterMixin" not in source.text:
         return None
-    lines = _replace_or_append(
-        split_lines(source.text), parse_source(source.text, utils_path), MIXIN_NAME, MIXIN, None, source.newline
-    )
+    tree = parse_source(source.text, utils_path)
+    lines = _with_import(split_lines(source.text), tree, "testing_utils", 3, TESTING_UTILS_IMPORTS, source.newline)
+    for name, text in ((REFERENCE_NAME, REFERENCE), (MIXIN_NAME, MIXIN)):
+        lines = _replace_or_append(lines, ast.parse("".join(lines)), name, text, None, source.newline)
     edits = {utils_path: (source, "".join(lines))}
-    added = dict.fromkeys(sorted(classes))
+    added: dict[str, str | None] = dict.fromkeys(sorted(classes))
     for path in sorted((root / TESTS).glob("test_*.py")):
         source = read_source(path)
         if "model_class" not in source.text:
             continue
         tree = parse_source(source.text, path)
         new, touched = source.text, False
+        written = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
         for model, config in _config_classes(tree).items():
-            if model not in classes or model not in CASES or added[model] is not None:
-                continue
             name = f"Test{model}{TEST_CLASS_SUFFIX}"
+            # A test class an earlier run added is refreshed too: after `--inherit` its model has no blend method left.
+            if (model not in classes and name not in written) or model not in CASES or added.get(model) is not None:
+                continue
             text = test_class(model, config.name, CASES[model])
             if touched:  # a test class was added: the edited text's own tree has the new positions
                 tree = ast.parse(new)
             lines = _replace_or_append(
                 split_lines(new), tree, name, text, _slicing_tiling_end(tree, config.name), source.newline
             )
-            new = "".join(_with_mixin_import(lines, ast.parse("".join(lines)), source.newline))
+            new = "".join(
+                _with_import(lines, ast.parse("".join(lines)), "testing_utils", 1, (MIXIN_NAME,), source.newline)
+            )
             added[model], touched = name, True
         if touched:
             edits[path] = (source, new)

@@ -11,7 +11,9 @@ before delegating to the real backend, and reports:
 - graphs, FX nodes: what Dynamo produced (more than one graph means graph breaks). The loop unrolls about 7 nodes per
   blended row; tileblend's blend is a handful per call;
 - steady ms: the median of `--reps` compiled calls after `--warmup` more (median over processes when `--pairs` > 1);
-- whether arm B's compiled output equals arm A's bit for bit, and whether each equals the eager decode.
+- whether arm B's compiled output equals arm A's bit for bit, and whether each equals the eager decode. Inductor
+  drops some of eager mode's roundings in float16 and bfloat16, in different places for the loop and for tileblend, so
+  there B and A may differ (docs/design.md, "torch.compile"); everywhere else they must be equal.
 
 This module is also the worker: `python -m tileblend.bench.compile --arm A|B --config JSON --result PATH --save PATH`.
 """
@@ -195,7 +197,8 @@ def add_parser(subparsers) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run every model and backend; print the table; returns 1 if a backend's A and B outputs differ."""
+    """Run every model and backend; print the table; returns 1 if A's and B's outputs differ where they must be equal
+    (every backend but Inductor, and Inductor in float32 and float64)."""
     if args.pairs < 1 or args.reps < 1 or args.warmup < 0:
         print("--pairs and --reps must be at least 1, --warmup at least 0", file=sys.stderr)
         return 2
@@ -213,7 +216,12 @@ def main(args: argparse.Namespace) -> int:
         record |= environment(base["device"], base["threads"])
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(record, indent=2), encoding="utf-8")
-    mismatches = [f"{row['model']} {row['backend']}" for row in rows if not row["outputs_equal"]]
+    must_equal = args.dtype in ("float32", "float64")
+    mismatches = [
+        f"{row['model']} {row['backend']}"
+        for row in rows
+        if not row["outputs_equal"] and (must_equal or row["backend"] != "inductor")
+    ]
     if mismatches:
         print("MISMATCH: compiled loops and compiled tileblend differ: " + ", ".join(mismatches), file=sys.stderr)
         return 1

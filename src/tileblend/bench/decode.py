@@ -9,6 +9,9 @@ A B, B A, ... (`tileblend.bench.protocol`). Presets:
   tiling (256-px tiles, stride 192).
 - `small`: an `AutoencoderKL` with reduced channels and 64-px tiles, 384x384 output: finishes on a CPU in minutes
   and leaves the blends a visible share of the decode.
+- `wan-small`: an `AutoencoderKLWan` with base_dim 8 (Wan-2.1's layout, 1/12 of its channels), a 5-frame 256x256 clip
+  with 64-px tiles (stride 48): 5D video seams at a size a CPU decodes in half precision, where its missing
+  half-precision convolution kernels make the full-size `wan` preset take hours.
 
 This module is also the worker: `python -m tileblend.bench.decode --arm A|B --config JSON ...` (see the protocol).
 """
@@ -42,6 +45,7 @@ PRESETS = {
     "sd": Preset(vae="sd", size=1024, frames=None, tile=512),
     "wan": Preset(vae="wan", size=512, frames=5, tile=256),
     "small": Preset(vae="small", size=384, frames=None, tile=64),
+    "wan-small": Preset(vae="wan-small", size=256, frames=5, tile=64),
 }
 
 SD_VAE_CONFIG = {
@@ -61,6 +65,9 @@ SD_VAE_CONFIG = {
 SMALL_VAE_CONFIG = SD_VAE_CONFIG | {"block_out_channels": [8, 16, 16, 16], "layers_per_block": 1, "norm_num_groups": 4}
 """SD-v1's VAE layout with 1/16 to 1/32 of its channels and one layer per block: cheap enough for a CPU."""
 
+SMALL_WAN_CONFIG = {"base_dim": 8, "z_dim": 16}
+"""Wan-2.1's VAE layout with 8 base channels instead of 96."""
+
 
 def build_vae(name: str, tile: int, device: torch.device, dtype: torch.dtype, seed: int):
     """A VAE with seeded random weights on `device` in `dtype`, with tiling on and `tile`-pixel tiles.
@@ -70,8 +77,8 @@ def build_vae(name: str, tile: int, device: torch.device, dtype: torch.dtype, se
     from diffusers import AutoencoderKL, AutoencoderKLWan
 
     torch.manual_seed(seed)
-    if name == "wan":
-        vae = AutoencoderKLWan()
+    if name in ("wan", "wan-small"):
+        vae = AutoencoderKLWan(**SMALL_WAN_CONFIG) if name == "wan-small" else AutoencoderKLWan()
         vae.enable_tiling(
             tile_sample_min_height=tile,
             tile_sample_min_width=tile,
