@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CHECK_DIRS := setup.py src tests utils examples
 
-.PHONY: install demo test style quality bench fix-copies upstream-pr upstream-check results gpu-check
+.PHONY: install demo test style quality bench fix-copies upstream-pr upstream-check results gpu-check launches
 
 $(STAMP): setup.py constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,7 +50,8 @@ upstream-pr: install
 	@test -n "$(DIFFUSERS)" || { echo "usage: make upstream-pr DIFFUSERS=path/to/diffusers-checkout [INHERIT=1]"; exit 2; }
 	PYTHONPATH=src $(BIN)/python utils/upstream_pr.py $(DIFFUSERS) $(if $(INHERIT),--inherit) \
 		$(if $(wildcard out/upstream-check.json),--check-json out/upstream-check.json) \
-		$(if $(wildcard out/gpu-check/summary.json),--gpu-json out/gpu-check/summary.json)
+		$(if $(wildcard out/gpu-check/summary.json),--gpu-json out/gpu-check/summary.json) \
+		$(if $(wildcard out/launches.json),--launches-json out/launches.json)
 
 # Judge the rewrite with upstream's own tools on copies of DIFFUSERS=path (a checkout or a .tar.gz of one):
 # check_copies.py, ruff, and tests/models/autoencoders (-k "tiling or slicing or blend"; FULL=1: all of it) on a
@@ -62,11 +63,19 @@ upstream-check: install
 	PYTHONPATH=src $(BIN)/python utils/upstream_check.py $(DIFFUSERS) $(if $(FULL),--full) $(if $(INHERIT),--inherit) \
 		--broken-blend --json out/upstream-check.json
 
+# The launch-cost estimate without a GPU (docs/benchmarks.md): host dispatch of the blends per real-size decode.
+launches: install
+	mkdir -p out
+	$(BIN)/tileblend bench launches --json out/launches.json
+
 # Regenerate docs/results.md: runs the end-to-end benchmarks of DEVICE (default cpu; cuda on a GPU machine).
 results: install
 	PYTHONPATH=src $(BIN)/python utils/make_results.py --device $(or $(DEVICE),cpu)
 
 # GPU validation in one command, with the machine's own Python (torch with CUDA). Packages it lacks (diffusers...)
-# are installed from the wheel folder WHEELS=DIR. DEVICE=cpu runs every step at tiny sizes. Outputs: out/gpu-check/.
+# are installed from the wheel folder WHEELS=DIR. MODELS="image=ID[:SUBFOLDER] video=ID[:SUBFOLDER]": real
+# checkpoints for the decode benchmarks (default: random-weight presets). DEVICE=cpu runs every step at tiny sizes.
+# Outputs: out/gpu-check/ (summary.md, summary.json for `make upstream-pr`).
 gpu-check:
-	PYTHONPATH=src $(PYTHON) utils/gpu_check.py --device $(or $(DEVICE),cuda) $(if $(WHEELS),--wheels $(WHEELS))
+	PYTHONPATH=src $(PYTHON) utils/gpu_check.py --device $(or $(DEVICE),cuda) $(if $(WHEELS),--wheels $(WHEELS)) \
+		$(if $(MODELS),--models $(MODELS))

@@ -2,9 +2,10 @@
 
     python examples/tiled_decode.py                    # small random-weight AutoencoderKL, 256x256, 64-px tiles
     python examples/tiled_decode.py --sd --size 1024   # SD-v1-size VAE with its default 512-px tiles (use a GPU)
+    python examples/tiled_decode.py --model stabilityai/sdxl-vae --size 1024 --dtype float16   # a real checkpoint
 
-The weights are random (seeded), so nothing is downloaded; with a real checkpoint, `AutoencoderKL.from_pretrained`
-works the same way.
+By default the weights are random (seeded), so nothing is downloaded; `--model` (a Hub ID or a local folder, with
+`--subfolder vae` for a pipeline repository) loads an `AutoencoderKL` checkpoint with `from_pretrained` instead.
 """
 
 import argparse
@@ -26,14 +27,22 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=256, help="output height and width in pixels")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
+    parser.add_argument("--model", help="an AutoencoderKL checkpoint: a Hub ID or a local folder")
+    parser.add_argument("--subfolder", help="the checkpoint's subfolder holding the VAE (e.g. vae)")
     args = parser.parse_args()
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
 
     torch.manual_seed(0)
-    blocks = {"down_block_types": ["DownEncoderBlock2D"] * 4, "up_block_types": ["UpDecoderBlock2D"] * 4}
-    vae = AutoencoderKL(**blocks, **(SD_V1 if args.sd else SMALL)).to(device, dtype).eval()
+    if args.model:
+        vae = AutoencoderKL.from_pretrained(args.model, subfolder=args.subfolder, torch_dtype=dtype)
+    else:
+        blocks = {"down_block_types": ["DownEncoderBlock2D"] * 4, "up_block_types": ["UpDecoderBlock2D"] * 4}
+        vae = AutoencoderKL(**blocks, **(SD_V1 if args.sd else SMALL))
+    vae = vae.to(device, dtype).eval()
     vae.enable_tiling()  # tiles of config.sample_size pixels, overlapping by a quarter
-    latents = torch.randn(1, 4, args.size // 8, args.size // 8, device=device, dtype=dtype)
+    factor = 2 ** (len(vae.config.block_out_channels) - 1)
+    latents = torch.randn(1, vae.config.latent_channels, args.size // factor, args.size // factor)
+    latents = latents.to(device, dtype)
 
     with torch.inference_mode():
         loops = vae.decode(latents).sample  # diffusers as installed: blend_v / blend_h row loops

@@ -100,3 +100,8 @@ def upstream_check() -> ModuleType:
 @pytest.fixture(scope="session")
 def upstream_pr() -> ModuleType:
     return load_utility("upstream_pr")
+
+
+@pytest.fixture(scope="session")
+def gpu_check() -> ModuleType:
+    return load_utility("gpu_check")

@@ -52,7 +52,7 @@ def test_decode_benchmark_records_both_arms(tmp_path, capsys):
         assert stats["median_ms"] > 0 and stats["peak_memory_bytes"] > 0
         assert stats["peak_memory_kind"] == "process peak RSS"
     assert len(record["speedups"]) == 1 and record["speedups"][0] > 0
-    assert record["config"] | {"size": 128, "tile": 64, "preset": "small"} == record["config"]
+    assert record["config"] | {"size": [128, 128], "tile": 64, "preset": "small", "model": None} == record["config"]
     assert record["output_shape"] == [1, 3, 128, 128]
     assert record["versions"]["diffusers"] and record["versions"]["torch"] == torch.__version__
     assert record["command"].startswith("tileblend bench decode --preset small")
@@ -117,3 +117,88 @@ def test_decode_benchmark_on_cuda_half_precision(tmp_path):
     assert record["arms"]["B"]["blend_calls"] > 0
     assert record["arms"]["B"]["peak_memory_kind"] == "cuda max allocated"
     assert record["machine"]["device_name"] == torch.cuda.get_device_name()
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    """Tiny checkpoints saved with `save_pretrained`: an image VAE at the top level of its folder, a video VAE in the
+    `vae` subfolder of another, as a pipeline repository holds it."""
+    from diffusers import AutoencoderKL, AutoencoderKLWan
+
+    from tileblend.bench.decode import SMALL_VAE_CONFIG
+
+    root = tmp_path_factory.mktemp("checkpoints")
+    torch.manual_seed(0)
+    AutoencoderKL(**SMALL_VAE_CONFIG).save_pretrained(root / "image")
+    AutoencoderKLWan(base_dim=8, z_dim=4).save_pretrained(root / "video" / "vae")
+    return root
+
+
+@pytest.mark.parametrize(
+    "where, size, output_shape",
+    [(["image"], "96x128", [1, 3, 96, 128]), (["video", "--subfolder", "vae"], "64", [1, 3, 5, 64, 64])],
+    ids=["image", "video"],
+)
+def test_decode_benchmark_loads_a_saved_checkpoint(checkpoints, tmp_path, where, size, output_shape):
+    """`--model PATH` loads the class the config names, in the requested dtype; the arms decode it bit for bit alike."""
+    record_path = tmp_path / "decode.json"
+    model = ["--model", str(checkpoints / where[0]), *where[1:]]
+    tiny = ["--size", size, "--tile", "32", "--pairs", "1", "--reps", "1", "--warmup", "0", "--threads", "1"]
+    frames = ["--frames", "5"] if where[0] == "video" else []
+    code = tileblend(["bench", "decode", *model, *frames, "--device", "cpu", *tiny, "--json", str(record_path)])
+    record = json.loads(record_path.read_text())
+
+    assert code == 0 and record["outputs_equal"] is True
+    assert record["config"]["vae"] == ("AutoencoderKLWan" if where[0] == "video" else "AutoencoderKL")
+    assert record["config"]["preset"] is None and record["config"]["model"] == str(checkpoints / where[0])
+    assert record["output_shape"] == output_shape
+    assert record["arms"]["A"]["blend_calls"] > 0 and record["arms"]["B"]["blend_calls"] > 0
+    assert f"checkpoint {checkpoints / where[0]}" in record["title"]
+
+
+def test_checkpoint_defaults_are_real_sizes_and_the_models_own_tiles(checkpoints):
+    from tileblend.bench.decode import workload_config
+    from tileblend.cli import build_parser
+
+    def config(*argv):
+        return workload_config(build_parser().parse_args(["bench", "decode", *argv]))
+
+    image = config("--model", str(checkpoints / "image"))
+    assert (image["size"], image["frames"], image["tile"]) == ([1024, 1024], None, None)
+    video = config("--model", str(checkpoints / "video"), "--subfolder", "vae")
+    assert (video["size"], video["frames"], video["tile"]) == ([480, 832], 81, None)
+    assert config("--model", str(checkpoints / "video"), "--subfolder", "vae", "--size", "720x1280")["size"] == [
+        720,
+        1280,
+    ]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--model", "{root}/missing"], "cannot read the config of {root}/missing"),
+        (
+            ["--model", "{root}/not-tiled"],
+            "its config names UNet2DModel, not a diffusers autoencoder with tiled blends",
+        ),
+        (["--model", "nobody/no-such-vae-xyz"], "cannot read the config of nobody/no-such-vae-xyz"),
+        (["--model", "{root}/image", "--frames", "9"], "--frames applies to video VAEs only, not AutoencoderKL"),
+        (["--subfolder", "vae"], "--subfolder applies to --model only"),
+    ],
+    ids=["missing-path", "no-tiling", "hub-offline", "frames-for-image", "subfolder-without-model"],
+)
+def test_checkpoint_errors_are_one_line_and_exit_2(checkpoints, monkeypatch, capsys, argv, message):
+    (checkpoints / "not-tiled").mkdir(exist_ok=True)
+    (checkpoints / "not-tiled" / "config.json").write_text(json.dumps({"_class_name": "UNet2DModel"}))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # a Hub ID without network, deterministically
+    argv = [word.format(root=checkpoints) for word in argv]
+    assert tileblend(["bench", "decode", *argv, "--device", "cpu"]) == 2
+    error = capsys.readouterr().err
+    assert message.format(root=checkpoints) in error and len(error.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("size", ["0", "-64", "64x", "axb", "1x2x3"])
+def test_size_must_be_positive_pixels(size, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        tileblend(["bench", "decode", "--size", size])
+    assert exit_info.value.code == 2 and "is not a positive SIZE or HEIGHTxWIDTH" in capsys.readouterr().err

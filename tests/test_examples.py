@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import tileblend.blend
 
@@ -29,6 +30,23 @@ def test_tiled_decode_example_matches_the_loops(monkeypatch, capsys):
     assert exit.value.code == 0
     assert "bitwise equal to diffusers' loops: yes" in capsys.readouterr().out
     assert set(calls) == {"blend_v", "blend_h"}  # tileblend's blend_v and blend_h ran in the tiled decode
+
+
+def test_tiled_decode_example_loads_a_checkpoint(tmp_path):
+    """`--model PATH` decodes a saved checkpoint (a tiny one with 16 latent channels, like FLUX's VAE); 96 px in
+    32-px tiles overlapping by 8 px: a grid of tiles whose seams the blends join."""
+    from diffusers import AutoencoderKL
+
+    torch.manual_seed(0)
+    blocks = {"down_block_types": ["DownEncoderBlock2D"] * 3, "up_block_types": ["UpDecoderBlock2D"] * 3}
+    config = {"block_out_channels": [8, 16, 16], "layers_per_block": 1, "norm_num_groups": 4, "sample_size": 32}
+    AutoencoderKL(**blocks, **config, latent_channels=16).save_pretrained(tmp_path / "vae")
+    command = [sys.executable, str(EXAMPLES / "tiled_decode.py"), "--model", str(tmp_path), "--subfolder", "vae"]
+    completed = subprocess.run(command + ["--size", "96", "--device", "cpu"], capture_output=True, text=True)
+
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert "tiled decode (1, 16, 24, 24) -> (1, 3, 96, 96)" in completed.stdout
+    assert "bitwise equal to diffusers' loops: yes" in completed.stdout
 
 
 def test_pipeline_benchmark_example_runs_on_cpu(tmp_path):

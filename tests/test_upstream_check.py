@@ -95,6 +95,8 @@ def test_upstream_check_on_the_snapshot(upstream_check, checkout, tmp_path, inhe
         assert {test: outcomes.get(test) for test in expected} == dict.fromkeys(expected, "passed"), cls
     graphs = [i for i in result.added if "test_tiled_forward_cuda_graph" in i]
     assert len(graphs) == 3 * 13 and {result.added[i] for i in graphs} == {"skipped"}  # no CUDA here
+    # Run again alone for their wall time (the two runs above share the cores), with the same outcomes.
+    assert result.added_alone.outcomes == result.added
 
     # With the vectorized blend broken in the rewritten copy, every added float32 CPU test fails.
     assert result.broken is not None

@@ -23,6 +23,11 @@ CHECK = {
     "added_classes": ["TestXTilingBlend"],
     "test_command": 'pytest tests/models/autoencoders -k "tiling or slicing or blend"',
     "regressions": [],
+    "added_alone": {"outcomes": {}, "collection_errors": {}, "seconds": 61.4},
+    "copies": {"pristine": True, "rewritten": True},
+    "ruff_check": {"pristine": True, "rewritten": True},
+    "ruff_format": {"pristine": True, "rewritten": True},
+    "broken": {"outcomes": {"a::TestXTilingBlend::test_tiled_forward_matches_row_loop[fp32]": "failed"}},
 }
 REWRITE = {
     "diffusers_version": "9.9.9",
@@ -40,6 +45,7 @@ REWRITE = {
     "removed": 10,
     "rewrite_command": "tileblend rewrite .",
     "ruff": "clean",
+    "untested_classes": "UNTESTED SENTENCE.",
 }
 GPU = {
     "device": "cuda",
@@ -50,14 +56,35 @@ GPU = {
 }
 
 
+LAUNCHES = {
+    "command": "tileblend bench launches --workloads sd-1024 --dtype float16",
+    "dtype": "float16",
+    "machine": {"processor": "Some CPU"},
+    "results": [
+        {
+            "workload": "sd-1024",
+            "vae": "AutoencoderKL",
+            "size": [1024, 1024],
+            "frames": None,
+            "totals": {"calls": 12, "loop_ops": 10752, "tileblend_ops": 138, "loop_ms": 21.53, "tileblend_ms": 0.634},
+        }
+    ],
+    "published_check": "diffusers#14722: PUBLISHED SENTENCE.",
+}
+
+
 def drafts(upstream_pr, numbers) -> tuple[str, str]:
     return tuple(upstream_pr.template(name).substitute(numbers) for name in ("coordination-issue", "pr-description"))
 
 
+def filled(upstream_pr, check=CHECK, gpu=None, launches=None) -> dict:
+    """Every placeholder: the rewrite's (REWRITE), then those of a check run, a GPU run and a launch estimate."""
+    numbers = REWRITE | upstream_pr.check_numbers(check, False) | upstream_pr.gpu_numbers(gpu)
+    return numbers | upstream_pr.performance_numbers(launches)
+
+
 def test_drafts_are_filled_from_the_check_run(upstream_pr):
-    issue, description = drafts(
-        upstream_pr, REWRITE | upstream_pr.check_numbers(CHECK, False) | upstream_pr.gpu_numbers(None)
-    )
+    issue, description = drafts(upstream_pr, filled(upstream_pr))
     for text in (issue, description):
         assert "$" not in text
         assert "Read and approve every sentence" in text or "read and approve every sentence" in text
@@ -65,39 +92,55 @@ def test_drafts_are_filled_from_the_check_run(upstream_pr):
     assert CHECK["table"] in description
     assert "This PR replaces the 7 loops\n(3 `blend_v`, 3 `blend_h`, 1 `blend_t` in 3 files" in description
     assert "LAYOUT SENTENCE." in description
-    assert "(+30 -10 lines, tests included)" in description and "+12 -20 lines" in description
-    assert "1 passed, 1 skipped" in description
+    assert "+30 -10 lines, tests included" in description and "+12 -20 lines" in description
+    assert "1 passed, 1 skipped (the CUDA-graph cases, without CUDA), 61 s when run\nalone" in description
+    # The evidence sentences come from the run: the broken-blend result, and the issue's summary of the check.
+    broken = "With the blend broken in every copy (one row fewer blended), 1 of the 1 added float32 method and tiled-"
+    assert broken in description and broken in issue
+    assert "`check_copies.py`, `ruff check` and `ruff format --check` are clean" in issue
+    assert "shows 0 regressions against the untouched copy" in issue and "composed with 1 existing model" in issue
+    # Without a GPU run, exactness on CUDA is not claimed.
+    assert upstream_pr.CUDA_NOT_RUN in description and upstream_pr.CUDA_NOT_RUN in issue
     assert "`TestXTilingBlend`" in description and "Regressions: 0." in description
     assert "#<ISSUE>" in description  # the coordination issue is a placeholder until a maintainer acknowledges it
     assert '    pytest tests/models/autoencoders -k "tiling or slicing or blend"\n' in description
     for section in ("## Self-review", "**Blocking issues**", "**Non-blocking issues**", "**Dead code (advisory)**"):
         assert section in description
-    assert "**Summary**" in description and "**READY** in the inherit layout" in description
+    assert "**Summary**: the code is ready in both layouts" in description and "Round 4" in description
     assert "AI assistance" in description
     # Nothing about CUDA is claimed without a GPU run; the issue asks which layout the maintainers prefer.
     assert upstream_pr.GPU_NOT_RUN in description and upstream_pr.GPU_NOT_RUN in issue
     assert "(+30 -10 lines, tests included)" in issue and "(+12 -20 lines, tests included)" in issue
     assert issue.rstrip().endswith("Would you accept a PR along these lines, and with which layout?")
+    assert "#14722 proposed the same change and was withdrawn" in issue
+    assert "OMP_NUM_THREADS=1 pytest a -k TilingBlend" in description  # the added test files, from the check run
+
+
+def test_drafts_paste_the_launch_estimate_as_an_estimate(upstream_pr):
+    _, description = drafts(upstream_pr, filled(upstream_pr, launches=LAUNCHES))
+    assert "Estimate, not a GPU timing" in description and "(Some CPU, one thread, float16" in description
+    assert "| AutoencoderKL, 1024x1024 | 12 | 10752 | 138 | 21.5 | 0.63 |" in description
+    assert "`tileblend bench launches --workloads sd-1024 --dtype float16`." in description
+    # The withdrawn proposal's timings are not evidence for this PR: the issue names it, the PR does not lean on it.
+    assert "PUBLISHED SENTENCE." not in description
+    _, without = drafts(upstream_pr, filled(upstream_pr))
+    assert "## Performance" not in without and "\n## GPU\n" in without
 
 
 def test_drafts_paste_a_gpu_run(upstream_pr):
-    issue, description = drafts(
-        upstream_pr, REWRITE | upstream_pr.check_numbers(CHECK, False) | upstream_pr.gpu_numbers(GPU)
-    )
+    issue, description = drafts(upstream_pr, filled(upstream_pr, gpu=GPU))
     assert "| verify | ok | 40 |" in description and upstream_pr.GPU_NOT_RUN not in description
     assert "A `make gpu-check` run on cuda is attached" in issue
 
 
 def test_drafts_without_a_check_run_say_so(upstream_pr):
-    _, description = drafts(
-        upstream_pr, REWRITE | upstream_pr.check_numbers(None, False) | upstream_pr.gpu_numbers(None)
-    )
+    _, description = drafts(upstream_pr, filled(upstream_pr, check=None))
     assert "$" not in description
     assert description.count(upstream_pr.NOT_RUN) >= 5
 
 
 def test_drafts_refuse_a_missing_number(upstream_pr):
-    numbers = REWRITE | upstream_pr.check_numbers(CHECK, False) | upstream_pr.gpu_numbers(None)
+    numbers = filled(upstream_pr)
     del numbers["methods"]
     with pytest.raises(KeyError, match="methods"):
         drafts(upstream_pr, numbers)
@@ -155,6 +198,9 @@ def test_main_rewrites_and_prints_both_drafts(upstream_pr, installed_checkout, t
     copies, inherit = re.findall(r"\(\+(\d+) -(\d+) lines, tests included\)", issue)
     assert copies != inherit and int(copies[0]) > int(inherit[0])
     assert out.rstrip().endswith("before submitting. ----")
+    # The check JSON tested class `X` only: every rewritten class is named as without a tiled-forward test.
+    untested = re.search(r"Rewritten classes without a test file, so without a tiled-forward test: ([^.]*)\.", out)
+    assert "`AutoencoderKL`" in untested.group(1).split(", ") and "`AutoencoderKLWan`" in untested.group(1)
 
 
 def test_main_refuses_a_tree_that_is_not_diffusers(upstream_pr, tmp_path, capsys):

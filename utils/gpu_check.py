@@ -1,9 +1,11 @@
 """Validate tileblend on a GPU in one command (`make gpu-check`); every output lands in one folder.
 
-    python utils/gpu_check.py [--device cuda] [--out out/gpu-check] [--wheels DIR]
-    make gpu-check [WHEELS=DIR] [DEVICE=cpu]
+    python utils/gpu_check.py [--device cuda] [--out out/gpu-check] [--wheels DIR] [--models KIND=ID[:SUBFOLDER] ...]
+    make gpu-check [WHEELS=DIR] [DEVICE=cpu] [MODELS="image=stabilityai/sdxl-vae video=Wan-AI/Wan2.1-T2V-1.3B-Diffusers:vae"]
 
-Steps, in order (each writes `<step>.log`, and JSON/PNG files where the command has them):
+Runs as it is on a machine with torch (with CUDA) and nothing of this repository installed: the steps import
+tileblend from `src/`. Steps, in order, each with a timeout (each writes `<step>.log`, and JSON/PNG files where the
+command has them):
 
 1. `deps`: installs missing Python packages (diffusers, transformers, matplotlib, hypothesis) from the wheel
    folder `--wheels` (`pip install --no-index --find-links DIR`); nothing is downloaded.
@@ -13,11 +15,16 @@ Steps, in order (each writes `<step>.log`, and JSON/PNG files where the command 
 3. `verify`: `tileblend verify --device DEVICE --dtype float32 float16 bfloat16` (methods, whole models, CUDA graph
    replay; on a CPU only the `kl` and `hunyuan-video` models).
 4. `bench-blend`: `tileblend bench blend --device DEVICE` (on a CPU: float32 and bfloat16 at extents 1, 8, 128).
-5. `bench-decode`: `tileblend bench decode --preset sd`, 2 pairs in float16 on CUDA (tiny sizes on a CPU).
+5. `decode-image-<dtype>`, `decode-video-<dtype>`: `tileblend bench decode`, loops vs tileblend, in float16 and
+   bfloat16 on CUDA: with `--models` the real checkpoints given (an image VAE at 1024x1024, a video VAE at 480p with 81
+   frames), otherwise the random-weight presets of the same architectures (`sd`: SD's VAE at 1024x1024, `wan`: Wan
+   2.1's). On a CPU: float32 at tiny sizes.
 6. `bench-pipeline`: `tileblend bench pipeline --preset sd`, 1 pair in float16 on CUDA (the small preset on a CPU).
 
-`summary.md` and `summary.json` list each step's status, time, command and log. The exit code is 1 if any step
-failed. Designed to finish in under 8 minutes on one H200; `--device cpu` runs every step at tiny sizes.
+`summary.md` and `summary.json` list each step's status, time, command and log, then one table of the decode
+benchmarks (weights, dtype, medians, speedup, peak memory, bitwise equality) in the form the PR draft pastes
+(`make upstream-pr` reads summary.json). The exit code is 1 if any step failed. Designed to finish its default set in
+under 10 minutes on one H200; `--device cpu` runs every step at tiny sizes.
 """
 
 import argparse
@@ -36,37 +43,63 @@ ROOT = Path(__file__).resolve().parents[1]
 REQUIRED = {"diffusers": "diffusers", "transformers": "transformers", "matplotlib": "matplotlib"}
 REQUIRED |= {"hypothesis": "hypothesis", "pytest": "pytest"}
 """Import name -> distribution name of every package the steps need besides torch."""
-BUDGET_S = 8 * 60
-TINY_CPU = ["--size", "128", "--pairs", "1", "--reps", "1", "--threads", "1", "--dtype", "float32"]
+BUDGET_S = 10 * 60
+TINY_CPU = ["--size", "128", "--pairs", "1", "--reps", "1", "--threads", "1"]
 DTYPES = ["--dtype", "float32", "float16", "bfloat16"]
 STEPS = {
     "cuda": {
         "verify": ["verify", *DTYPES],
         "bench-blend": ["bench", "blend"],
-        "bench-decode": ["bench", "decode", "--preset", "sd", "--pairs", "2", "--dtype", "float16"],
         "bench-pipeline": ["bench", "pipeline", "--preset", "sd", "--pairs", "1", "--reps", "3", "--dtype", "float16"],
     },
     "cpu": {
         "verify": ["verify", *DTYPES, "--models", "kl", "hunyuan-video"],
-        "bench-blend": [
-            "bench",
-            "blend",
-            "--dtype",
-            "float32",
-            "bfloat16",
-            "--extents",
-            "1",
-            "8",
-            "128",
-            "--threads",
-            "1",
-        ],
-        "bench-decode": ["bench", "decode", "--preset", "sd", "--tile", "64", *TINY_CPU],
-        "bench-pipeline": ["bench", "pipeline", "--preset", "small", *TINY_CPU],
+        "bench-blend": ["bench", "blend", "--dtype", "float32", "bfloat16", "--extents", "1", "8", "128"]
+        + ["--threads", "1"],
+        "bench-pipeline": ["bench", "pipeline", "--preset", "small", "--dtype", "float32", *TINY_CPU],
     },
 }
-TIMEOUTS_S = {"verify": 240, "bench-blend": 180, "bench-decode": 300, "bench-pipeline": 300}
-"""Per device: step name -> its `tileblend` arguments (--device, --json and, for the A/B benchmarks, --plot are added)."""
+"""Per device: step name -> its `tileblend` arguments (--device, --json and, for the A/B benchmarks, --plot are added).
+The decode steps (`decode_steps`) run between bench-blend and bench-pipeline."""
+PRESETS = {"image": "sd", "video": "wan"}
+"""The random-weight presets of `tileblend bench decode` with the architectures of the checkpoints below."""
+CHECKPOINTS = {"image": "stabilityai/sdxl-vae", "video": "Wan-AI/Wan2.1-T2V-1.3B-Diffusers:vae"}
+"""Real checkpoints a tester would use (`--models` with these, or others of the same kinds)."""
+DECODE_RUNS = {"preset": ["--pairs", "2", "--reps", "3"], "checkpoint": ["--pairs", "1", "--reps", "2"]}
+"""A/B processes and timed calls of a decode step on CUDA: fewer for real-size checkpoints (81-frame clips)."""
+TIMEOUTS_S = {"verify": 240, "bench-blend": 180, "decode": 150, "bench-pipeline": 150}
+
+
+def decode_steps(device: str, models: dict[str, str]) -> dict[str, list[str]]:
+    """The decode steps: image and video VAE, float16 and bfloat16 on CUDA (float32 at tiny sizes on a CPU), with the
+    checkpoint `models[kind]` ("ID" or "ID:SUBFOLDER") where given, else the kind's random-weight preset."""
+    steps = {}
+    for kind in ("image", "video"):
+        if kind in models:
+            model, _, subfolder = models[kind].partition(":")
+            source = ["--model", model] + (["--subfolder", subfolder] if subfolder else [])
+            runs = DECODE_RUNS["checkpoint"]
+        else:
+            source, runs = ["--preset", PRESETS[kind]], DECODE_RUNS["preset"]
+        if device == "cpu":
+            tiny = ["--tile", "64"] + (["--frames", "5"] if kind == "video" else [])
+            source = ["--preset", "small" if kind == "image" else "wan-small"] if kind not in models else source
+            steps[f"decode-{kind}-float32"] = ["bench", "decode", *source, "--dtype", "float32", *tiny, *TINY_CPU]
+            continue
+        for dtype in ("float16", "bfloat16"):
+            steps[f"decode-{kind}-{dtype}"] = ["bench", "decode", *source, "--dtype", dtype, *runs]
+    return steps
+
+
+def parse_models(words: list[str]) -> dict[str, str]:
+    """`--models image=ID[:SUBFOLDER] video=ID[:SUBFOLDER]` (either or both) as {kind: "ID[:SUBFOLDER]"}."""
+    models = {}
+    for word in words:
+        kind, _, model = word.partition("=")
+        if kind not in PRESETS or not model:
+            raise SystemExit(f"gpu_check: --models takes image=ID[:SUBFOLDER] and video=ID[:SUBFOLDER], not {word!r}")
+        models[kind] = model
+    return models
 
 
 @dataclass
@@ -156,6 +189,32 @@ def step_command(name: str, arguments: list[str], out: Path, timeout_s: int) -> 
     return Step(name, status, seconds, " ".join(command), f"{name}.log")
 
 
+def decode_table(out: Path, names: list[str]) -> str:
+    """The Markdown table of the decode steps' JSON records in `out` (steps that wrote none are left out)."""
+    lines = [
+        "| decode | weights | dtype | loop ms | tileblend ms | speedup (range) | peak memory loop / tileblend | bitwise |",
+        "| --- | --- | --- | ---: | ---: | --- | --- | --- |",
+    ]
+    for name in names:
+        path = out / f"{name}.json"
+        if not path.is_file():
+            continue
+        record = json.loads(path.read_text(encoding="utf-8"))
+        config, arms = record["config"], record["arms"]
+        weights = (
+            f"checkpoint `{config['model']}`" if config.get("model") else f"random-weight preset `{config['preset']}`"
+        )
+        clip = f"{config['frames']} frames of " if config["frames"] else ""
+        peaks = " / ".join(f"{arms[arm]['peak_memory_bytes'] / 2**30:.2f} GiB" for arm in ("A", "B"))
+        lines.append(
+            f"| {clip}{config['size'][0]}x{config['size'][1]} | {weights} | {config['dtype']} | "
+            f"{arms['A']['median_ms']:.1f} | {arms['B']['median_ms']:.1f} | {record['speedup_median']:.3f}x "
+            f"({record['speedup_min']:.3f}-{record['speedup_max']:.3f}) | {peaks} | "
+            f"{'yes' if record['outputs_equal'] else 'NO'} |"
+        )
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
 def write_summary(out: Path, device: str, steps: list[Step], total_s: float) -> None:
     lines = [
         f"# tileblend gpu-check on {device}",
@@ -167,18 +226,34 @@ def write_summary(out: Path, device: str, steps: list[Step], total_s: float) -> 
     ]
     lines += [f"| {step.name} | {step.status} | {step.seconds:.0f} | {step.log} |" for step in steps]
     lines += ["", "Commands:", ""] + [f"- {step.name}: `{step.command}`" for step in steps if step.command]
+    table = decode_table(out, [step.name for step in steps if step.name.startswith("decode-")])
+    lines += [
+        "",
+        "Tiled decode, diffusers' loops vs tileblend (medians; speedup: median of the paired runs):",
+        "",
+        table,
+    ]
     (out / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     record = {"device": device, "total_s": total_s, "steps": [asdict(step) for step in steps]}
+    record["decode_table"] = table
     (out / "summary.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
     print("\n" + "\n".join(lines))
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: every step at tiny sizes")
     parser.add_argument("--out", default=str(ROOT / "out" / "gpu-check"), help="folder for every output")
     parser.add_argument("--wheels", default=os.environ.get("WHEELS") or None, help="wheel folder for missing packages")
-    args = parser.parse_args()
+    parser.add_argument(
+        "--models",
+        nargs="*",
+        default=[],
+        metavar="KIND=ID[:SUBFOLDER]",
+        help=f"real checkpoints for the decode steps, e.g. image={CHECKPOINTS['image']} video={CHECKPOINTS['video']}",
+    )
+    args = parser.parse_args(argv)
+    models = parse_models(args.models)
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -195,11 +270,15 @@ def main() -> int:
         return 1
 
     steps.append(step_cuda_tests(out, args.device))
-    for name, arguments in STEPS[args.device].items():
+    plan = dict(STEPS[args.device])
+    pipeline = plan.pop("bench-pipeline")
+    plan |= decode_steps(args.device, models) | {"bench-pipeline": pipeline}
+    for name, arguments in plan.items():
         arguments = arguments + ["--device", args.device, "--json", str(out / f"{name}.json")]
-        if name in ("bench-decode", "bench-pipeline"):
+        if name.startswith("decode-") or name == "bench-pipeline":
             arguments += ["--plot", str(out / f"{name}.png")]
-        steps.append(step_command(name, arguments, out, timeout_s=TIMEOUTS_S[name]))
+        timeout_s = TIMEOUTS_S["decode" if name.startswith("decode-") else name]
+        steps.append(step_command(name, arguments, out, timeout_s=timeout_s))
 
     total_s = time.perf_counter() - started
     write_summary(out, args.device, steps, total_s)

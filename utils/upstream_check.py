@@ -6,7 +6,8 @@ DIFFUSERS is a diffusers checkout or a `.tar.gz` of one. It is copied twice (pri
 applied to one copy (`tileblend rewrite`, or `tileblend rewrite --inherit` with --inherit). Then, on both copies: upstream's `utils/check_copies.py` (run inside the copy, with this
 interpreter's bin directory first on PATH because it shells out to `ruff`), `ruff check` and `ruff format --check`
 with the copy's pyproject.toml on the files the rewrite touches, and upstream's `tests/models/autoencoders` (only
-`-k "tiling or slicing or blend"` unless --full or another -k; the two runs go in parallel). It prints one table:
+`-k "tiling or slicing or blend"` unless --full or another -k; the two runs go in parallel, so their wall times are
+not reported), then the added tests alone on the rewritten copy, timed. It prints one table:
 each check on pristine and rewritten, then the test ids that pass on pristine but not on rewritten (regressions), the added tests,
 and the collection errors of both copies (a missing optional dependency, reported and not fatal when both copies have
 it). With --broken-blend it then breaks the vectorized blend in the rewritten copy (`AutoencoderMixin.blend_v/h/t` and
@@ -65,6 +66,7 @@ class CheckResult:
     touched: list[str] = field(default_factory=list)
     regressions: list[str] = field(default_factory=list)
     added: dict[str, str] = field(default_factory=dict)  # added test id -> outcome on rewritten
+    added_alone: TestRun | None = None  # the added tests run again alone on the rewritten copy, timed
     broken: TestRun | None = None
     rewrite_report: str = ""
 
@@ -226,10 +228,11 @@ def check(
         for test_id, outcome in sorted(rewritten.items())
         if test_id not in pristine and f"{TEST_CLASS_SUFFIX}::" in test_id
     }
+    files = sorted({test_id.split("::")[0] for test_id in result.added})  # collect only these
+    result.added_alone = run_tests({"alone": roots["rewritten"]}, TEST_CLASS_SUFFIX, work, files)["alone"]
     if broken_blend:
         break_blend(roots["rewritten"])
         selection = f"{TEST_CLASS_SUFFIX} and fp32 and not cuda_graph"
-        files = sorted({test_id.split("::")[0] for test_id in result.added})  # collect only these
         broken = run_tests({"broken": roots["rewritten"]}, selection, work, files)
         result.broken = broken["broken"]
     return result
@@ -243,7 +246,7 @@ def table(result: CheckResult) -> str:
 
     def tests(run: TestRun) -> str:
         counts = f"{run.count('passed')} passed, {run.count('failed')} failed, {run.count('skipped')} skipped"
-        return f"{counts}, {len(run.collection_errors)} collection errors ({run.seconds:.0f} s)"
+        return f"{counts}, {len(run.collection_errors)} collection errors"
 
     pristine, rewritten = result.tests["pristine"], result.tests["rewritten"]
     added = result.added.values()
@@ -262,7 +265,8 @@ def table(result: CheckResult) -> str:
             "added tests (`*TilingBlend`)",
             "-",
             f"{sum(value == 'passed' for value in added)} passed, {sum(value == 'failed' for value in added)} failed, "
-            f"{sum(value == 'skipped' for value in added)} skipped in {len(result.added_classes)} classes",
+            f"{sum(value == 'skipped' for value in added)} skipped in {len(result.added_classes)} classes; "
+            f"{result.added_alone.seconds:.0f} s when run alone on one thread",
         ),
         ("passing on pristine, not on rewritten", "-", str(len(result.regressions))),
     ]

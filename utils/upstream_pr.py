@@ -1,6 +1,7 @@
 """Produce the upstream pull request in a diffusers checkout: the rewrite, its checks, and the drafts a person submits.
 
     python utils/upstream_pr.py DIFFUSERS_CHECKOUT [--inherit] [--check-json FILE] [--gpu-json FILE]
+                                [--launches-json FILE]
 
 Plans both layouts on the checkout as it is (run it on a pristine one: the diff sizes are counted against it), writes
 the chosen one (`tileblend rewrite`, or `tileblend rewrite --inherit`), runs `utils/check_copies.py` in check mode and
@@ -8,7 +9,8 @@ the chosen one (`tileblend rewrite`, or `tileblend rewrite --inherit`), runs `ut
 drafts from docs/upstream-pr.md with this run's numbers filled in: the coordination issue to open first, and the pull
 request description. With --check-json (written by `make upstream-check` for the same layout) the description gets
 that run's table and test counts; with --gpu-json (`out/gpu-check/summary.json`, written by `make gpu-check` on a CUDA
-machine) it gets the GPU run's table. Without them those sections say what has not been run yet. Exits non-zero when
+machine) it gets the GPU run's table; with --launches-json (`tileblend bench launches --json`) its performance
+section gets the launch-cost estimate, labelled as one. Without them those sections say what has not been run yet. Exits non-zero when
 a step fails.
 
 The rewrite owns the text of its copies (it writes the source and every copy from one source in one step), so the
@@ -30,6 +32,7 @@ import check_copies
 from tileblend.rewrite import TreeRewrite, apply_rewrite, plan_rewrite, report
 from tileblend.rewrite_plan import FileKind
 from tileblend.source_files import SourceError
+from tileblend.upstream_mixin_text import TEST_CLASS_SUFFIX
 
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "upstream-pr.md"
@@ -38,6 +41,8 @@ GPU_NOT_RUN = (
     "Not measured yet: no GPU run is attached. The CUDA-graph tests skip without CUDA, and the speed on GPUs (where "
     "each eager op costs a kernel launch) has not been measured for this PR."
 )
+
+CUDA_NOT_RUN = "not run on CUDA yet"
 
 
 def template(name: str) -> string.Template:
@@ -99,42 +104,116 @@ def rewrite_numbers(rewrite: TreeRewrite, sizes: dict[bool, tuple[int, int]], in
 
 
 def check_numbers(check: dict | None, inherit: bool) -> dict:
-    """The placeholders `make upstream-check`'s JSON fills: its table, the added tests and their classes.
+    """The placeholders `make upstream-check`'s JSON fills: its table, the added tests and their classes, and the
+    sentences of evidence the drafts state from it.
 
     Raises ValueError for a JSON of the other layout, or one without a key (written by an older `make upstream-check`).
     """
     if check is None:
         keys = ("check_table", "tested_classes", "tested_class_count", "added_passed", "added_skipped")
-        return dict.fromkeys(keys + ("test_command", "regressions"), NOT_RUN)
+        keys += ("added_seconds", "test_command", "regressions", "check_evidence", "broken_result", "added_files")
+        return dict.fromkeys(keys, NOT_RUN)
     try:
         if check["inherit"] != inherit:
             layout = "--inherit" if check["inherit"] else "default"
             raise ValueError(f"the check JSON is of the {layout} layout: rerun `make upstream-check` for this one")
-        added = check["added"].values()
+        added = list(check["added"].values())
+        passed, skipped, classes = added.count("passed"), added.count("skipped"), len(check["added_classes"])
+        clean = all(check[tool]["rewritten"] for tool in ("copies", "ruff_check", "ruff_format"))
+        broken = list(check["broken"]["outcomes"].values()) if check["broken"] else []
+        broken_result = (
+            f"With the blend broken in every copy (one row fewer blended), {broken.count('failed')} of the "
+            f"{len(broken)} added float32 method and tiled-forward tests fail."
+            if broken
+            else "The check with a broken blend was not run."
+        )
+        evidence = (
+            f"On a copy of main rewritten in the {'inherit' if inherit else 'copies'} layout, upstream's "
+            f"`check_copies.py`, `ruff check` and `ruff format --check` are {'clean' if clean else 'NOT clean'}, "
+            f"`{check['test_command']}` shows {len(check['regressions'])} regressions against the untouched copy, and "
+            f"new tests (one tester mixin composed with {classes} existing model configs) check every blend method "
+            f"and each model's tiled forward against the loop at zero tolerance: {passed} pass on a CPU, {skipped} "
+            f"(CUDA-graph) skip without CUDA. {broken_result}"
+        )
         return {
             "check_table": check["table"],
             "tested_classes": ", ".join(f"`{name}`" for name in check["added_classes"]),
-            "tested_class_count": len(check["added_classes"]),
-            "added_passed": sum(outcome == "passed" for outcome in added),
-            "added_skipped": sum(outcome == "skipped" for outcome in added),
+            "tested_class_count": classes,
+            "added_passed": passed,
+            "added_skipped": skipped,
+            "added_seconds": f"{check['added_alone']['seconds']:.0f}",
             "test_command": check["test_command"],
             "regressions": len(check["regressions"]),
+            "check_evidence": evidence,
+            "broken_result": broken_result,
+            "added_files": " ".join(sorted({test_id.split("::")[0] for test_id in check["added"]})),
         }
     except KeyError as error:
         raise ValueError(f"the check JSON has no {error}: rerun `make upstream-check`") from error
+    except (AttributeError, TypeError) as error:
+        raise ValueError(f"the check JSON is not one `make upstream-check` writes ({error})") from error
 
 
 def gpu_numbers(summary: dict | None) -> dict:
     """The GPU section of the PR (the table of `make gpu-check`'s summary.json, or what has not been measured) and the
     sentence the coordination issue says of it."""
     if summary is None:
-        return {"gpu_results": GPU_NOT_RUN, "gpu_status": GPU_NOT_RUN}
+        return {"gpu_results": GPU_NOT_RUN, "gpu_status": GPU_NOT_RUN, "cuda_exactness": CUDA_NOT_RUN}
     rows = [f"| {step['name']} | {step['status']} | {step['seconds']:.0f} |" for step in summary["steps"]]
     commands = [f"- {step['name']}: `{step['command']}`" for step in summary["steps"] if step["command"]]
     lines = [f"`make gpu-check` on {summary['device']} ({summary['total_s']:.0f} s):", ""]
     lines += ["| step | status | seconds |", "| --- | --- | ---: |", *rows, "", "Commands:", "", *commands]
+    if summary.get("decode_table"):
+        lines += ["", "Tiled decode, the loops vs this PR (medians; speedup: median of the paired runs):", ""]
+        lines.append(summary["decode_table"])
     status = f"A `make gpu-check` run on {summary['device']} is attached to the PR draft; nothing beyond it was run."
-    return {"gpu_results": "\n".join(lines), "gpu_status": status}
+    exactness = f"on {summary['device']}: the `make gpu-check` run of the GPU section"
+    return {"gpu_results": "\n".join(lines), "gpu_status": status, "cuda_exactness": exactness}
+
+
+def performance_numbers(launches: dict | None) -> dict:
+    """The performance section of the PR: the launch-cost estimate of `tileblend bench launches --json` (per decode:
+    blend calls, aten ops and host time of the loops and of this PR), labelled as the estimate it is."""
+    if launches is None:
+        return {"performance": ""}
+    lines = [
+        "## Performance",
+        "",
+        f"Estimate, not a GPU timing: the host time to dispatch the blends' aten ops, measured on a CPU "
+        f"({launches['machine']['processor']}, one thread, {launches['dtype']}, tiles one element wide so that compute "
+        "is negligible; blend calls and extents from each model's own tiling of a real-size decode). On a GPU each op "
+        "is also a kernel launch; where the decode is launch-bound (the GPU waits on the host) this host time adds to "
+        "its wall time, otherwise it overlaps GPU work.",
+        "",
+        "| decode | blend calls | aten ops, loops | aten ops, this PR | host ms, loops | host ms, this PR |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for result in launches["results"]:
+        totals = result["totals"]
+        clip = f"{result['frames']} frames of " if result["frames"] else ""
+        lines.append(
+            f"| {result['vae']}, {clip}{result['size'][0]}x{result['size'][1]} | {totals['calls']} | "
+            f"{totals['loop_ops']} | {totals['tileblend_ops']} | {totals['loop_ms']:.1f} | {totals['tileblend_ms']:.2f} |"
+        )
+    lines += ["", f"Measured with tileblend (<link to the tileblend repository>): `{launches['command']}`."]
+    return {"performance": "\n".join(lines) + "\n\n"}
+
+
+def untested_classes(rewrite: TreeRewrite, check: dict | None) -> str:
+    """The sentence naming the rewritten classes without a test class of their own (no upstream test file), and why
+    they are still covered; empty without a check run."""
+    if check is None:
+        return ""
+    rewritten = {name.split(".")[0] for plan in rewrite.files for name in plan.vectorized}
+    tested = {name.removeprefix("Test").removesuffix(TEST_CLASS_SUFFIX) for name in check["added_classes"]}
+    untested = sorted(rewritten - tested)
+    if not untested:
+        return ""
+    names = ", ".join(f"`{name}`" for name in untested)
+    return (
+        f"Rewritten classes without a test file, so without a tiled-forward test: {names}. Their methods are the "
+        "tested ones: identical copies checked by `utils/check_copies.py`, or inherited from the mixin."
+    )
 
 
 def read_json(path: Path | None) -> dict | None:
@@ -147,10 +226,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inherit", action="store_true", help="write the `tileblend rewrite --inherit` layout")
     parser.add_argument("--check-json", type=Path, help="the JSON written by `utils/upstream_check.py --json`")
     parser.add_argument("--gpu-json", type=Path, help="out/gpu-check/summary.json of `make gpu-check` on CUDA")
+    parser.add_argument("--launches-json", type=Path, help="the JSON of `tileblend bench launches --json`")
     args = parser.parse_args(argv)
     try:
         # Both JSON files are read before anything is written: a stale one stops the run here.
         filled = check_numbers(read_json(args.check_json), args.inherit) | gpu_numbers(read_json(args.gpu_json))
+        filled |= performance_numbers(read_json(args.launches_json))
         plans = {inherit: plan_rewrite(args.checkout, inherit=inherit) for inherit in (False, True)}
         rewrite = plans[args.inherit]
         apply_rewrite(rewrite)
@@ -166,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
 
     sizes = {inherit: diff_size(plan) for inherit, plan in plans.items()}
     numbers = rewrite_numbers(rewrite, sizes, args.inherit, clean) | filled
+    numbers["untested_classes"] = untested_classes(rewrite, read_json(args.check_json))
     print(f"\nruff check / ruff format --check on {len(touched)} touched files: {numbers['ruff']}")
     print("\n---- DRAFT 1: the coordination issue (open it first; wait for a maintainer's acknowledgment) ----\n")
     print(template("coordination-issue").substitute(numbers))

@@ -32,53 +32,56 @@ import torch
 
 
 def blend_v(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor:
+    """Blend the last `blend_extent` rows of `a` into the first rows of `b`, in place; returns `b`."""
     blend_extent = min(a.shape[-2], b.shape[-2], blend_extent)
     if blend_extent <= 0:
         return b
-    # b[y] = a[y - n] * (1 - y / n) + b[y] * (y / n) for all rows at once, rounded as that expression is
-    # on Python floats: the weights in the opmath dtype (in float32, (n - y) / n is the cast of 1 - y / n), each
-    # product rounded to the tile's dtype before the sum. `n` is a tensor because CUDA divides by a Python scalar
-    # through its reciprocal, which is not correctly rounded.
+    # Bitwise a[y - n] * (1 - y / n) + b[y] * (y / n) with Python-float weights: the weights are
+    # computed in the opmath dtype, where 1 - y / n is (n - y) / n in float32, and each product is rounded
+    # to b's dtype before the add. `n` is a tensor because CUDA divides by a Python scalar through its reciprocal.
     dtype = torch.float64 if b.dtype == torch.float64 else torch.float32
     y = torch.arange(blend_extent, dtype=dtype, device=b.device).view(-1, 1)
     n = torch.full_like(y, blend_extent)
-    weight_a = 1 - y / n if dtype == torch.float64 else (n - y) / n
+    weight_b = y / n
+    weight_a = 1 - weight_b if dtype == torch.float64 else (n - y) / n
     a_part = (a[..., -blend_extent:, :] * weight_a).to(b.dtype)
-    b[..., :blend_extent, :].mul_(y / n).add_(a_part)
+    b[..., :blend_extent, :].mul_(weight_b).add_(a_part)
     return b
 
 
 def blend_h(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor:
+    """Blend the last `blend_extent` columns of `a` into the first columns of `b`, in place; returns `b`."""
     blend_extent = min(a.shape[-1], b.shape[-1], blend_extent)
     if blend_extent <= 0:
         return b
-    # b[x] = a[x - n] * (1 - x / n) + b[x] * (x / n) for all columns at once, rounded as that expression is
-    # on Python floats: the weights in the opmath dtype (in float32, (n - x) / n is the cast of 1 - x / n), each
-    # product rounded to the tile's dtype before the sum. `n` is a tensor because CUDA divides by a Python scalar
-    # through its reciprocal, which is not correctly rounded.
+    # Bitwise a[x - n] * (1 - x / n) + b[x] * (x / n) with Python-float weights: the weights are
+    # computed in the opmath dtype, where 1 - x / n is (n - x) / n in float32, and each product is rounded
+    # to b's dtype before the add. `n` is a tensor because CUDA divides by a Python scalar through its reciprocal.
     dtype = torch.float64 if b.dtype == torch.float64 else torch.float32
     x = torch.arange(blend_extent, dtype=dtype, device=b.device)
     n = torch.full_like(x, blend_extent)
-    weight_a = 1 - x / n if dtype == torch.float64 else (n - x) / n
+    weight_b = x / n
+    weight_a = 1 - weight_b if dtype == torch.float64 else (n - x) / n
     a_part = (a[..., -blend_extent:] * weight_a).to(b.dtype)
-    b[..., :blend_extent].mul_(x / n).add_(a_part)
+    b[..., :blend_extent].mul_(weight_b).add_(a_part)
     return b
 
 
 def blend_t(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor:
+    """Blend the last `blend_extent` frames of `a` into the first frames of `b`, in place; returns `b`."""
     blend_extent = min(a.shape[-3], b.shape[-3], blend_extent)
     if blend_extent <= 0:
         return b
-    # b[x] = a[x - n] * (1 - x / n) + b[x] * (x / n) for all frames at once, rounded as that expression is
-    # on Python floats: the weights in the opmath dtype (in float32, (n - x) / n is the cast of 1 - x / n), each
-    # product rounded to the tile's dtype before the sum. `n` is a tensor because CUDA divides by a Python scalar
-    # through its reciprocal, which is not correctly rounded.
+    # Bitwise a[x - n] * (1 - x / n) + b[x] * (x / n) with Python-float weights: the weights are
+    # computed in the opmath dtype, where 1 - x / n is (n - x) / n in float32, and each product is rounded
+    # to b's dtype before the add. `n` is a tensor because CUDA divides by a Python scalar through its reciprocal.
     dtype = torch.float64 if b.dtype == torch.float64 else torch.float32
     x = torch.arange(blend_extent, dtype=dtype, device=b.device).view(-1, 1, 1)
     n = torch.full_like(x, blend_extent)
-    weight_a = 1 - x / n if dtype == torch.float64 else (n - x) / n
+    weight_b = x / n
+    weight_a = 1 - weight_b if dtype == torch.float64 else (n - x) / n
     a_part = (a[..., -blend_extent:, :, :] * weight_a).to(b.dtype)
-    b[..., :blend_extent, :, :].mul_(x / n).add_(a_part)
+    b[..., :blend_extent, :, :].mul_(weight_b).add_(a_part)
     return b
 
 

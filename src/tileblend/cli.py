@@ -10,8 +10,8 @@ from .verify import cli as verify
 SUBCOMMANDS = (run, verify, bench, rewrite)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse `argv` (default: sys.argv[1:]), run the subcommand and return its exit code (2 on a usage error)."""
+def build_parser() -> argparse.ArgumentParser:
+    """The `tileblend` parser with every subcommand; a parsed namespace's `handler(args)` runs it."""
     parser = argparse.ArgumentParser(
         prog="tileblend", description="Exact, vectorized tiled-VAE blending for diffusers."
     )
@@ -19,5 +19,10 @@ def main(argv: list[str] | None = None) -> int:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for subcommand in SUBCOMMANDS:
         subcommand.add_parser(subparsers)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse `argv` (default: sys.argv[1:]), run the subcommand and return its exit code (2 on a usage error)."""
+    args = build_parser().parse_args(argv)
     return args.handler(args)

@@ -1,9 +1,9 @@
 """`tileblend bench KIND`: one subcommand per benchmark module."""
 
-from . import blend, compile, decode, parallel, pipeline
+from . import blend, compile, decode, launches, parallel, pipeline
 
 
-BENCHMARKS = (blend, decode, pipeline, compile, parallel)
+BENCHMARKS = (blend, decode, pipeline, compile, parallel, launches)
 
 
 def add_parser(subparsers) -> None:

@@ -13,10 +13,18 @@ A B, B A, ... (`tileblend.bench.protocol`). Presets:
   with 64-px tiles (stride 48): 5D video seams at a size a CPU decodes in half precision, where its missing
   half-precision convolution kernels make the full-size `wan` preset take hours.
 
+`--model ID_OR_PATH` (with `--subfolder`, e.g. `vae`) decodes with a real checkpoint instead: diffusers'
+`from_pretrained` of the autoencoder class its config names, in `--dtype`, with the model's own tile settings unless
+`--tile` is given. Real-size inputs by default: 1024x1024 for an image VAE, 81 frames at 480x832 for a video VAE
+(`--size 720x1280`, `--frames`). For example `--model stabilityai/sdxl-vae`,
+`--model stable-diffusion-v1-5/stable-diffusion-v1-5 --subfolder vae`, or
+`--model Wan-AI/Wan2.1-T2V-1.3B-Diffusers --subfolder vae`.
+
 This module is also the worker: `python -m tileblend.bench.decode --arm A|B --config JSON ...` (see the protocol).
 """
 
 import argparse
+import inspect
 import sys
 from dataclasses import dataclass
 
@@ -47,6 +55,10 @@ PRESETS = {
     "small": Preset(vae="small", size=384, frames=None, tile=64),
     "wan-small": Preset(vae="wan-small", size=256, frames=5, tile=64),
 }
+CHECKPOINT_IMAGE_SIZE = (1024, 1024)
+"""The default output of `--model` with an image VAE: SD/SDXL's 1024x1024."""
+CHECKPOINT_VIDEO_SIZE, CHECKPOINT_VIDEO_FRAMES = (480, 832), 81
+"""The default output of `--model` with a video VAE: Wan 2.1's 480p clip of 81 frames."""
 
 SD_VAE_CONFIG = {
     "in_channels": 3,
@@ -70,43 +82,115 @@ SMALL_WAN_CONFIG = {"base_dim": 8, "z_dim": 16}
 
 
 def build_vae(name: str, tile: int, device: torch.device, dtype: torch.dtype, seed: int):
-    """A VAE with seeded random weights on `device` in `dtype`, with tiling on and `tile`-pixel tiles.
-
-    `AutoencoderKL` keeps its overlap factor (0.25); `AutoencoderKLWan` gets a stride of 3/4 of the tile.
-    """
+    """A preset's VAE with seeded random weights on `device` in `dtype`, with tiling on and `tile`-pixel tiles."""
     from diffusers import AutoencoderKL, AutoencoderKLWan
 
     torch.manual_seed(seed)
     if name in ("wan", "wan-small"):
         vae = AutoencoderKLWan(**SMALL_WAN_CONFIG) if name == "wan-small" else AutoencoderKLWan()
-        vae.enable_tiling(
-            tile_sample_min_height=tile,
-            tile_sample_min_width=tile,
-            tile_sample_stride_height=tile * 3 // 4,
-            tile_sample_stride_width=tile * 3 // 4,
-        )
     else:
         vae = AutoencoderKL(**(SD_VAE_CONFIG if name == "sd" else SMALL_VAE_CONFIG))
-        vae.enable_tiling()
-        vae.tile_sample_min_size = tile
-        vae.tile_latent_min_size = tile // 2 ** (len(vae.config.block_out_channels) - 1)
+    enable_tiling(vae, tile)
     return vae.to(device, dtype).eval()
 
 
-def latent_shape(vae, size: int, frames: int | None) -> tuple[int, ...]:
-    """The latent shape that decodes to `size` x `size` pixels (and `frames` frames for a video VAE)."""
+def load_vae(config: dict, device: torch.device, dtype: torch.dtype):
+    """The checkpoint `config["model"]` (a Hub ID or a local path; `config["subfolder"]`) loaded with `from_pretrained`
+    of its class `config["vae"]` (found by `checkpoint_class`), on `device` in `dtype`, with tiling on: the model's own
+    tile settings, or `config["tile"]`-pixel tiles."""
+    import diffusers
+
+    cls = getattr(diffusers, config["vae"])
+    vae = cls.from_pretrained(config["model"], subfolder=config["subfolder"], torch_dtype=dtype)
+    enable_tiling(vae, config["tile"])
+    return vae.to(device).eval()
+
+
+def checkpoint_class(model: str, subfolder: str | None) -> str:
+    """The name of the autoencoder class the config of checkpoint `model` names.
+
+    Raises:
+        ValueError: (one line) the config cannot be read (a missing path, a Hub ID without network), or its class is
+            not a diffusers autoencoder with loop blends (one tiling cannot reach).
+    """
+    import diffusers
+
+    from ..patch import find_loop_blends
+
+    where = f"{model} (subfolder {subfolder})" if subfolder else model
+    try:
+        config = diffusers.AutoencoderKL.load_config(model, subfolder=subfolder)
+    except (OSError, ValueError) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(f"cannot read the config of {where}: {reason}") from error
+    name = config.get("_class_name")
+    cls = getattr(diffusers, str(name), None)
+    if not isinstance(cls, type) or not find_loop_blends([cls])[0]:
+        raise ValueError(f"{where}: its config names {name}, not a diffusers autoencoder with tiled blends")
+    return name
+
+
+def enable_tiling(vae, tile: int | None) -> None:
+    """Turn tiling on: the model's own settings, or `tile`-pixel tiles. An `AutoencoderKL`-style VAE keeps its overlap
+    factor (0.25); the VAEs with per-axis settings (`AutoencoderKLWan`...) get a stride of 3/4 of the tile."""
+    if tile is None:
+        vae.enable_tiling()
+    elif hasattr(vae, "tile_sample_min_size"):
+        vae.enable_tiling()
+        vae.tile_sample_min_size = tile
+        vae.tile_latent_min_size = tile // compression(vae)[0]
+    else:
+        stride = tile * 3 // 4
+        vae.enable_tiling(
+            tile_sample_min_height=tile,
+            tile_sample_min_width=tile,
+            tile_sample_stride_height=stride,
+            tile_sample_stride_width=stride,
+        )
+
+
+SPATIAL_KEYS = ("scale_factor_spatial", "spatial_compression_ratio")
+TEMPORAL_KEYS = ("scale_factor_temporal", "temporal_compression_ratio")
+"""The config entries that hold a VAE's compression factors (Wan's names, then LTX's and HunyuanVideo's)."""
+
+
+def is_video_vae(name: str) -> bool:
+    """Whether the diffusers autoencoder class `name` takes a temporal compression factor (a video VAE)."""
+    import diffusers
+
+    return any(key in inspect.signature(getattr(diffusers, name)).parameters for key in TEMPORAL_KEYS)
+
+
+def compression(vae) -> tuple[int, int | None]:
+    """The spatial and temporal (None for an image VAE) compression factors of `vae`, from its config. An image VAE
+    without a spatial entry (`AutoencoderKL`) halves the size once per block but the last."""
+    config = vae.config
+    spatial = next((config[key] for key in SPATIAL_KEYS if key in config), None)
+    temporal = next((config[key] for key in TEMPORAL_KEYS if key in config), None)
+    return spatial or 2 ** (len(config.block_out_channels) - 1), temporal
+
+
+def latent_shape(vae, size: tuple[int, int], frames: int | None) -> tuple[int, ...]:
+    """The latent shape that decodes to `size` (height, width) pixels, and `frames` frames for a video VAE."""
+    spatial, temporal = compression(vae)
+    channels = vae.config.get("latent_channels") or vae.config.get("z_dim")
+    height, width = size[0] // spatial, size[1] // spatial
     if frames is None:
-        factor = 2 ** (len(vae.config.block_out_channels) - 1)
-        return (1, vae.config.latent_channels, size // factor, size // factor)
-    latent_frames = (frames - 1) // vae.config.scale_factor_temporal + 1
-    factor = vae.config.scale_factor_spatial
-    return (1, vae.config.z_dim, latent_frames, size // factor, size // factor)
+        return (1, channels, height, width)
+    return (1, channels, (frames - 1) // temporal + 1, height, width)
+
+
+def build_model(config: dict, device: torch.device, dtype: torch.dtype):
+    """The decoded VAE of a workload config: the checkpoint `config["model"]`, or the preset VAE `config["vae"]`."""
+    if config.get("model"):
+        return load_vae(config, device, dtype)
+    return build_vae(config["vae"], config["tile"], device, dtype, config["seed"])
 
 
 def build_workload(config: dict):
     """The worker's measured call: one tiled decode of seeded random latents; returns the decoded sample."""
     device, dtype = torch.device(config["device"]), DTYPES[config["dtype"]]
-    vae = build_vae(config["vae"], config["tile"], device, dtype, config["seed"])
+    vae = build_model(config, device, dtype)
     generator = torch.Generator().manual_seed(config["seed"] + 1)
     latents = torch.randn(latent_shape(vae, config["size"], config["frames"]), generator=generator)
     latents = latents.to(device, dtype)
@@ -126,36 +210,55 @@ def add_parser(subparsers) -> None:
         main,
     )
     protocol.add_protocol_arguments(parser, PRESETS, "output")
-    parser.add_argument("--frames", type=int, help="frames of the clip, video presets only (default: the preset's)")
+    parser.add_argument(
+        "--frames", type=int, help="frames of the clip, video VAEs only (default: the preset's, or 81)"
+    )
+    parser.add_argument("--model", metavar="ID_OR_PATH", help="decode with this checkpoint instead of a preset")
+    parser.add_argument("--subfolder", help="the checkpoint's subfolder holding the VAE (e.g. vae)")
 
 
 def workload_config(args: argparse.Namespace) -> dict:
-    """The decoded workload: `args.preset`'s VAE, size, frames and tile, overridden by `--size`, `--frames` and
-    `--tile`. Raises ValueError for `--frames` with an image preset."""
-    preset = PRESETS[args.preset]
-    if args.frames is not None and preset.frames is None:
-        raise ValueError(f"--frames applies to video presets only, not {args.preset}")
-    return {
-        "preset": args.preset,
-        "vae": preset.vae,
-        "size": args.size or preset.size,
-        "frames": args.frames or preset.frames,
-        "tile": args.tile or preset.tile,
-    }
+    """The decoded workload: `args.preset`'s VAE, size, frames and tile, or with `--model` the checkpoint (its class
+    read from its config) at real size with its own tiles; overridden by `--size`, `--frames` and `--tile`.
+
+    Raises:
+        ValueError: `--frames` with an image VAE, `--subfolder` without `--model`, or a checkpoint `checkpoint_class`
+            refuses.
+    """
+    if getattr(args, "model", None):
+        vae = checkpoint_class(args.model, args.subfolder)
+        if is_video_vae(vae):
+            size, frames, tile = CHECKPOINT_VIDEO_SIZE, CHECKPOINT_VIDEO_FRAMES, None
+        else:
+            size, frames, tile = CHECKPOINT_IMAGE_SIZE, None, None
+        source = {"preset": None, "model": args.model, "subfolder": args.subfolder, "vae": vae}
+    else:
+        if getattr(args, "subfolder", None):
+            raise ValueError("--subfolder applies to --model only")
+        preset = PRESETS[args.preset]
+        size, frames, tile = (preset.size, preset.size), preset.frames, preset.tile
+        source = {"preset": args.preset, "model": None, "subfolder": None, "vae": preset.vae}
+    if args.frames is not None and frames is None:
+        raise ValueError(f"--frames applies to video VAEs only, not {source['preset'] or source['vae']}")
+    return source | {"size": list(args.size or size), "frames": args.frames or frames, "tile": args.tile or tile}
+
+
+def describe(config: dict) -> str:
+    """The workload in words: preset or checkpoint, frames, size and tiles."""
+    source = f"checkpoint {config['model']} ({config['vae']})" if config.get("model") else f"preset {config['preset']}"
+    clip = f"{config['frames']} frames of " if config["frames"] else ""
+    tiles = f"{config['tile']}-px tiles" if config["tile"] else "the model's own tiles"
+    return f"{source}, {clip}{config['size'][0]}x{config['size'][1]}, {tiles}"
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run the decode benchmark; returns 1 if arm A and arm B decode to different bits."""
+    """Run the decode benchmark; returns 1 if arm A and arm B decode to different bits, 2 on a usage error."""
     try:
         config = workload_config(args) | run_config(args)
     except ValueError as error:
-        print(error, file=sys.stderr)
+        print(f"tileblend bench decode: {error}", file=sys.stderr)
         return 2
-    clip = f"{config['frames']} frames of " if config["frames"] else ""
-    title = (
-        f"tileblend bench decode: preset {args.preset}, {clip}{config['size']}x{config['size']}, "
-        f"{config['tile']}-px tiles, {args.dtype} on {args.device}"
-    )
+    title = f"tileblend bench decode: {describe(config)}, {args.dtype} on {args.device}"
     return protocol.run_benchmark("decode", WORKER_MODULE, title, config, args)
 
 

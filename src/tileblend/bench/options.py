@@ -12,6 +12,19 @@ RUN_CONFIG_KEYS = ("device", "dtype", "seed", "threads", "warmup", "reps")
 """The options every benchmark passes to its workers in their config (`run_config`)."""
 
 
+def parse_size(text: str) -> tuple[int, int]:
+    """An argparse type: `--size 1024` (square) or `--size 720x1280` (height x width), positive pixels."""
+    try:
+        size = tuple(int(part) for part in text.lower().split("x"))
+    except ValueError:
+        size = ()
+    if len(size) == 1:
+        size *= 2
+    if len(size) != 2 or min(size) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive SIZE or HEIGHTxWIDTH in pixels")
+    return size
+
+
 def add_benchmark_parser(subparsers, name: str, help: str, description: str, handler) -> argparse.ArgumentParser:
     """The `tileblend bench NAME` parser: `description` (the benchmark's module docstring) shown as written, and
     `handler(args)` as what runs it."""

@@ -24,7 +24,7 @@ from ..compare import bitwise_equal
 from ..machine import environment
 from ..timing import median_ms, timed
 from . import decode
-from .options import DEFAULT_DEVICE, add_benchmark_parser, add_run_options, run_config
+from .options import DEFAULT_DEVICE, add_benchmark_parser, add_run_options, parse_size, run_config
 from .pairs import format_bytes, worker_environment
 from .worker import peak_memory_bytes
 
@@ -49,7 +49,9 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument("--preset", choices=list(decode.PRESETS), default="wan", help="workload (default: wan)")
     parser.add_argument("--nproc", type=int, default=2, help="processes of the parallel arm (default: 2)")
-    parser.add_argument("--size", type=int, help="output height and width in pixels (default: the preset's)")
+    parser.add_argument(
+        "--size", type=parse_size, help="output size in pixels, N or HEIGHTxWIDTH (default: the preset's)"
+    )
     parser.add_argument("--tile", type=int, help="VAE tile size in pixels (default: the preset's)")
     parser.add_argument("--frames", type=int, help="frames of the clip, video presets only (default: the preset's)")
     add_run_options(parser, f"cpu or cuda (default: {DEFAULT_DEVICE})", RUN_OPTIONS)
@@ -70,7 +72,7 @@ def main(args: argparse.Namespace) -> int:
     config = workload | run_config(args)
     clip = f"{config['frames']} frames of " if config["frames"] else ""
     title = (
-        f"tileblend bench parallel: preset {args.preset}, {clip}{config['size']}x{config['size']}, "
+        f"tileblend bench parallel: preset {args.preset}, {clip}{config['size'][0]}x{config['size'][1]}, "
         f"{config['tile']}-px tiles, {args.dtype} on {args.device}, {args.threads} thread(s) per process"
     )
     print(title, flush=True)

@@ -7,6 +7,11 @@ at 1024x1024 and decodes with VAE tiling, and returns the image tensor. Same A/B
 (`tileblend.bench.protocol`). Presets: `sd` (the sizes above; meant for a GPU, runs on a CPU with a smaller --size
 and --tile) and `small` (a small UNet and the `small` VAE of `bench decode`, 256x256, for CPUs and tests).
 
+`--model ID_OR_PATH` runs a real text-to-image pipeline instead (diffusers' `DiffusionPipeline.from_pretrained`, in
+`--dtype`, VAE tiling on with the VAE's own tile settings unless `--tile` is given), for example
+`--model stable-diffusion-v1-5/stable-diffusion-v1-5`, prompted with a fixed text (seeded random prompt embeddings if it
+has no text encoder), 1024x1024 unless `--size` is given.
+
 This module is also the worker: `python -m tileblend.bench.pipeline --arm A|B --config JSON ...`.
 """
 
@@ -18,7 +23,7 @@ import torch
 
 from ..blend import DTYPES
 from . import protocol
-from .decode import build_vae
+from .decode import CHECKPOINT_IMAGE_SIZE, build_vae, checkpoint_class, enable_tiling
 from .options import add_benchmark_parser, run_config
 from .worker import worker_main
 
@@ -75,11 +80,36 @@ PRESETS = {
 }
 
 
+PROMPT = "a photograph of an astronaut riding a horse"
+"""The prompt of a `--model` pipeline that has a text encoder."""
+
+
+def load_pipeline(config: dict, device: torch.device, dtype: torch.dtype):
+    """The pipeline `config["model"]` from `from_pretrained` on `device` in `dtype` (components it was saved without
+    passed as None), VAE tiling on; and the prompt arguments of its calls (the fixed prompt, or seeded random embeddings
+    for a pipeline without text encoder)."""
+    from diffusers import DiffusionPipeline
+
+    index = DiffusionPipeline.load_config(config["model"])
+    saved_as_none = {name: None for name, value in index.items() if isinstance(value, list) and value[0] is None}
+    pipe = DiffusionPipeline.from_pretrained(config["model"], torch_dtype=dtype, **saved_as_none).to(device)
+    enable_tiling(pipe.vae, config["tile"])
+    if getattr(pipe, "text_encoder", None) is not None:
+        return pipe, {"prompt": PROMPT}
+    generator = torch.Generator().manual_seed(config["seed"] + 3)
+    shape = (1, 77, pipe.unet.config.cross_attention_dim)
+    return pipe, {"prompt_embeds": torch.randn(shape, generator=generator).to(device, dtype)}
+
+
 def build_workload(config: dict):
     """The worker's measured call: one seeded pipeline call; returns the image tensor."""
     from diffusers import DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
 
     device, dtype = torch.device(config["device"]), DTYPES[config["dtype"]]
+    if config.get("model"):
+        pipe, prompt = load_pipeline(config, device, dtype)
+        pipe.set_progress_bar_config(disable=True)
+        return generate_call(pipe, prompt, config)
     preset = PRESETS[config["preset"]]
     vae = build_vae(preset.vae, config["tile"], device, dtype, config["seed"])
     torch.manual_seed(config["seed"] + 2)
@@ -97,14 +127,19 @@ def build_workload(config: dict):
     pipe.set_progress_bar_config(disable=True)
     generator = torch.Generator().manual_seed(config["seed"] + 3)
     prompt_embeds = torch.randn((1, 77, unet.config.cross_attention_dim), generator=generator).to(device, dtype)
+    return generate_call(pipe, {"prompt_embeds": prompt_embeds}, config)
+
+
+def generate_call(pipe, prompt: dict, config: dict):
+    """The measured call: 2 steps at guidance 1 and the config's size, seeded; returns the image tensor."""
 
     def generate():
         return pipe(
-            prompt_embeds=prompt_embeds,
+            **prompt,
             num_inference_steps=2,
             guidance_scale=1.0,
-            height=config["size"],
-            width=config["size"],
+            height=config["size"][0],
+            width=config["size"][1],
             generator=torch.Generator().manual_seed(config["seed"] + 4),
             output_type="pt",
         ).images
@@ -121,19 +156,30 @@ def add_parser(subparsers) -> None:
         main,
     )
     protocol.add_protocol_arguments(parser, PRESETS, "image")
+    parser.add_argument("--model", metavar="ID_OR_PATH", help="run this text-to-image pipeline instead of a preset")
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run the pipeline benchmark; returns 1 if arm A and arm B produce different images."""
-    preset = PRESETS[args.preset]
-    config = {
-        "preset": args.preset,
-        "size": args.size or preset.size,
-        "tile": args.tile or preset.tile,
-    } | run_config(args)
+    """Run the pipeline benchmark; returns 1 if arm A and arm B produce different images, 2 on a usage error."""
+    if args.model:
+        try:
+            vae = checkpoint_class(args.model, "vae")
+        except ValueError as error:
+            print(f"tileblend bench pipeline: {error}", file=sys.stderr)
+            return 2
+        config = {"preset": None, "model": args.model, "vae": vae}
+        config |= {"size": list(args.size or CHECKPOINT_IMAGE_SIZE), "tile": args.tile}
+        source, steps = f"checkpoint {args.model}", "2 steps"
+    else:
+        preset = PRESETS[args.preset]
+        config = {"preset": args.preset, "model": None}
+        config |= {"size": list(args.size or (preset.size, preset.size)), "tile": args.tile or preset.tile}
+        source, steps = f"preset {args.preset}", "DDIM 2 steps"
+    config |= run_config(args)
+    tiles = f"{config['tile']}-px VAE tiles" if config["tile"] else "the VAE's own tiles"
     title = (
-        f"tileblend bench pipeline: preset {args.preset}, DDIM 2 steps, {config['size']}x{config['size']}, "
-        f"{config['tile']}-px VAE tiles, {args.dtype} on {args.device}"
+        f"tileblend bench pipeline: {source}, {steps}, {config['size'][0]}x{config['size'][1]}, {tiles}, "
+        f"{args.dtype} on {args.device}"
     )
     return protocol.run_benchmark("pipeline", WORKER_MODULE, title, config, args)
 

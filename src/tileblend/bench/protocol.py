@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from ..machine import environment
-from .options import DEFAULT_DEVICE, add_run_options
+from .options import DEFAULT_DEVICE, add_run_options, parse_size
 from .pairs import ARM_NAMES, format_bytes, run_pairs
 from .plot import write_plot
 
@@ -82,7 +82,9 @@ def add_protocol_arguments(parser: argparse.ArgumentParser, presets, what: str) 
     parser.add_argument(
         "--preset", choices=list(presets), default=default_preset, help=f"workload (default: {default_preset})"
     )
-    parser.add_argument("--size", type=int, help=f"{what} height and width in pixels (default: the preset's)")
+    parser.add_argument(
+        "--size", type=parse_size, help=f"{what} size in pixels, N or HEIGHTxWIDTH (default: the preset's)"
+    )
     parser.add_argument("--tile", type=int, help="VAE tile size in pixels (default: the preset's)")
     add_run_options(parser, f"torch device (default: {DEFAULT_DEVICE})", RUN_OPTIONS)
     parser.add_argument("--json", metavar="PATH", help="write samples, medians, speedups and config as JSON")

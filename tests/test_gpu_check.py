@@ -1,0 +1,60 @@
+"""`make gpu-check` (`utils/gpu_check.py`): the step plan for CUDA, and the whole run end to end on the CPU at tiny
+sizes, as a machine without a GPU (CI) runs it."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_cuda_plan_benchmarks_an_image_and_a_video_vae_in_both_half_types(gpu_check):
+    presets = gpu_check.decode_steps("cuda", {})
+    assert list(presets) == [
+        f"decode-{kind}-{dtype}" for kind in ("image", "video") for dtype in ("float16", "bfloat16")
+    ]
+    assert presets["decode-image-float16"][:4] == ["bench", "decode", "--preset", "sd"]
+    assert presets["decode-video-bfloat16"][:4] == ["bench", "decode", "--preset", "wan"]
+    models = gpu_check.parse_models(["image=stabilityai/sdxl-vae", "video=Wan-AI/Wan2.1-T2V-1.3B-Diffusers:vae"])
+    checkpoints = gpu_check.decode_steps("cuda", models)
+    assert checkpoints["decode-image-float16"][:4] == ["bench", "decode", "--model", "stabilityai/sdxl-vae"]
+    video = checkpoints["decode-video-float16"]
+    assert video[2:6] == ["--model", "Wan-AI/Wan2.1-T2V-1.3B-Diffusers", "--subfolder", "vae"]
+
+
+@pytest.mark.parametrize("word", ["audio=x", "image=", "image"])
+def test_models_must_name_a_kind_and_a_checkpoint(gpu_check, word):
+    with pytest.raises(SystemExit, match="--models takes image=ID"):
+        gpu_check.parse_models([word])
+
+
+def test_gpu_check_runs_end_to_end_on_the_cpu(tmp_path):
+    """Every step runs and passes at tiny sizes (the CUDA tests are reported SKIPPED with their count), and the summary
+    holds the decode table the PR draft pastes, with each row's weights named."""
+    out = tmp_path / "gpu-check"
+    command = [sys.executable, str(REPO / "utils" / "gpu_check.py"), "--device", "cpu", "--out", str(out)]
+    completed = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+
+    summary = json.loads((out / "summary.json").read_text())
+    statuses = {step["name"]: step["status"] for step in summary["steps"]}
+    assert list(statuses) == [
+        "deps",
+        "cuda-tests",
+        "verify",
+        "bench-blend",
+        "decode-image-float32",
+        "decode-video-float32",
+        "bench-pipeline",
+    ]
+    assert statuses["cuda-tests"].startswith("SKIPPED: ") and "need a CUDA device" in statuses["cuda-tests"]
+    assert all(status == "ok" for name, status in statuses.items() if name != "cuda-tests"), statuses
+    table = summary["decode_table"].splitlines()
+    assert len(table) == 4  # header, rule, image, video
+    assert "random-weight preset `small`" in table[2] and table[2].endswith("| yes |")
+    assert "5 frames of 128x128 | random-weight preset `wan-small`" in table[3] and table[3].endswith("| yes |")
+    assert summary["decode_table"] in (out / "summary.md").read_text()
