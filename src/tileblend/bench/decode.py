@@ -245,7 +245,10 @@ def workload_config(args: argparse.Namespace) -> dict:
 
 def describe(config: dict) -> str:
     """The workload in words: preset or checkpoint, frames, size and tiles."""
-    source = f"checkpoint {config['model']} ({config['vae']})" if config.get("model") else f"preset {config['preset']}"
+    if config.get("model"):
+        source = f"checkpoint {config['model']} ({config['vae']})"
+    else:
+        source = f"random-weight preset {config['preset']}"
     clip = f"{config['frames']} frames of " if config["frames"] else ""
     tiles = f"{config['tile']}-px tiles" if config["tile"] else "the model's own tiles"
     return f"{source}, {clip}{config['size'][0]}x{config['size'][1]}, {tiles}"

@@ -72,7 +72,7 @@ def main(args: argparse.Namespace) -> int:
     config = workload | run_config(args)
     clip = f"{config['frames']} frames of " if config["frames"] else ""
     title = (
-        f"tileblend bench parallel: preset {args.preset}, {clip}{config['size'][0]}x{config['size'][1]}, "
+        f"tileblend bench parallel: random-weight preset {args.preset}, {clip}{config['size'][0]}x{config['size'][1]}, "
         f"{config['tile']}-px tiles, {args.dtype} on {args.device}, {args.threads} thread(s) per process"
     )
     print(title, flush=True)

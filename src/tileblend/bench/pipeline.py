@@ -174,7 +174,7 @@ def main(args: argparse.Namespace) -> int:
         preset = PRESETS[args.preset]
         config = {"preset": args.preset, "model": None}
         config |= {"size": list(args.size or (preset.size, preset.size)), "tile": args.tile or preset.tile}
-        source, steps = f"preset {args.preset}", "DDIM 2 steps"
+        source, steps = f"random-weight preset {args.preset}", "DDIM 2 steps"
     config |= run_config(args)
     tiles = f"{config['tile']}-px VAE tiles" if config["tile"] else "the VAE's own tiles"
     title = (
