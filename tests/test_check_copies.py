@@ -214,6 +214,23 @@ def test_fix_is_all_or_nothing(run, tmp_path, capsys, monkeypatch):
     assert path.read_text() == copy and second.read_text() == copy
 
 
+def test_fix_keeps_an_edit_made_after_reading(run, check_copies, tmp_path, capsys, monkeypatch):
+    """A file edited between reading and writing stops the fix: nothing written, the edit kept, one line naming it."""
+    copy = GOOD_COPY.replace("return y + 1", "return y + 2")
+    path = make_tree(tmp_path, copy)
+    write_files = check_copies.write_files
+
+    def edit_then_write(files, read_as):  # the user saves the file while the fixer runs
+        path.write_text(copy + "# edited meanwhile\n")
+        write_files(files, read_as)
+
+    monkeypatch.setattr(check_copies, "write_files", edit_then_write)
+    assert run(tmp_path, "--fix_and_overwrite") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{path.resolve()} changed since it was read; nothing was written" in err
+    assert path.read_text() == copy + "# edited meanwhile\n"
+
+
 def test_crlf_and_bom_files_keep_their_bytes(run, tmp_path):
     """A CRLF copy with a BOM of an LF source: it passes as is, and a fix keeps its BOM and line endings."""
     path = make_tree(tmp_path, "")

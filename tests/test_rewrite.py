@@ -381,6 +381,37 @@ def test_failed_write_puts_every_file_back(pristine, tmp_path, capsys, monkeypat
     assert not list((root / "src" / "diffusers" / AUTOENCODERS).glob(".*.tmp"))
 
 
+@pytest.mark.parametrize("edited", ["models/autoencoders/autoencoder_kl.py", "models/autoencoders/vae.py"])
+def test_a_file_edited_after_planning_stops_the_write(pristine, tmp_path, edited):
+    """An edit made between reading and writing (here: after `plan_rewrite`, before `apply_rewrite`) is never lost:
+    nothing is written, the edit stays, the error names the file, and no temporary file is left."""
+    from tileblend.rewrite import apply_rewrite, plan_rewrite
+    from tileblend.source_files import SourceError
+
+    root = link_tree(pristine, tmp_path / "checkout")
+    plan = plan_rewrite(root)
+    path = root / "src" / "diffusers" / edited
+    replace_text(path, path.read_text() + "# an edit made while the rewrite ran\n")
+    before = snapshot(root)
+
+    with pytest.raises(SourceError, match=f"{path.resolve()} changed since it was read; nothing was written"):
+        apply_rewrite(plan)
+    assert snapshot(root) == before
+    assert not list((root / "src" / "diffusers" / AUTOENCODERS).glob(".*.tmp"))
+
+
+def test_a_test_module_created_after_planning_stops_the_write(pristine, tmp_path):
+    from tileblend.rewrite import apply_rewrite, plan_rewrite
+    from tileblend.source_files import SourceError
+
+    root = link_tree(pristine, tmp_path / "checkout")
+    plan = plan_rewrite(root)
+    (root / TEST_MODULE_PATH).write_text("# someone else's module\n")
+    with pytest.raises(SourceError, match="changed since it was read"):
+        apply_rewrite(plan)
+    assert (root / TEST_MODULE_PATH).read_text() == "# someone else's module\n"
+
+
 def test_symlinks_mode_and_owner_are_kept(pristine, tmp_path, capsys):
     root = link_tree(pristine, tmp_path / "checkout")
     kl = root / "src" / "diffusers" / AUTOENCODERS / "autoencoder_kl.py"

@@ -137,6 +137,21 @@ def test_missing_script_is_a_usage_error(tmp_path):
     assert "Traceback" not in completed.stderr
 
 
+def test_a_directory_runs_its_main_module_as_under_python(tmp_path, capsys):
+    """`tileblend run DIR` runs DIR/__main__.py with DIR first on sys.path, as `python DIR` does; a directory without
+    one is a usage error that says so."""
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "helper.py").write_text("VALUE = 'from the neighbour'\n")
+    (app / "__main__.py").write_text("import sys, helper\nprint(helper.VALUE, sys.argv[1:])\n")
+    assert main(["run", str(app), "--flag"]) == 0
+    assert "from the neighbour ['--flag']" in capsys.readouterr().out
+
+    (tmp_path / "empty").mkdir()
+    assert main(["run", str(tmp_path / "empty")]) == 2
+    assert "can't find '__main__.py' in the directory" in capsys.readouterr().err
+
+
 def test_script_options_are_not_parsed_by_tileblend(tmp_path, capsys):
     path = tmp_path / "echo.py"
     path.write_text("import sys\nprint(sys.argv[1:])\n")

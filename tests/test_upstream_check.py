@@ -176,3 +176,49 @@ def test_test_command_names_the_selection_or_the_whole_folder(upstream_check):
     selected = upstream_check.CheckResult(selection=upstream_check.SELECTION)
     assert selected.test_command == 'pytest tests/models/autoencoders -k "tiling or slicing or blend"'
     assert upstream_check.CheckResult(selection=None).test_command == "pytest tests/models/autoencoders"
+
+
+def tarball(path: Path, members: list[tuple[str, str | None]]) -> Path:
+    """A .tar.gz at `path` of (name, text) files; a text of None makes a symbolic link named `name` to /etc/passwd."""
+    import io
+
+    with tarfile.open(path, "w:gz") as archive:
+        for name, text in members:
+            info = tarfile.TarInfo(name)
+            if text is None:
+                info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+                archive.addfile(info)
+            else:
+                data = text.encode()
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    "members, message",
+    [
+        (None, "cannot extract it"),
+        ([("a/x.py", ""), ("b/y.py", "")], "expected one top-level folder, found 2 entries"),
+        ([("diffusers/x.py", ""), ("../evil.py", "")], "cannot extract it"),
+        ([("diffusers/x.py", ""), ("diffusers/link", None)], "cannot extract it"),
+        ([("diffusers/README.md", "not diffusers")], "is not a diffusers checkout, or a .tar.gz of one"),
+    ],
+    ids=["not-a-tarball", "two-folders", "dot-dot-entry", "absolute-link", "not-diffusers"],
+)
+def test_unusable_tarballs_are_usage_errors_naming_the_users_file(upstream_check, tmp_path, capsys, members, message):
+    path = tmp_path / "input.tar.gz"
+    if members is None:
+        path.write_text("not a tarball")
+    else:
+        tarball(path, members)
+    assert upstream_check.main([str(path), "--work", str(tmp_path / "work")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"upstream-check: error: {path}" in err and message in err
+
+
+def test_a_reused_work_directory_is_a_usage_error(upstream_check, tmp_path, capsys):
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "pristine").mkdir()
+    assert upstream_check.main([str(tmp_path), "--work", str(tmp_path / "work")]) == 2
+    assert "must be a new or empty directory" in capsys.readouterr().err

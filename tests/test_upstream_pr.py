@@ -151,8 +151,11 @@ def test_drafts_refuse_a_missing_number(upstream_pr):
     [
         ({key: value for key, value in CHECK.items() if key != "test_command"}, "has no 'test_command'"),
         (CHECK | {"inherit": True}, "the check JSON is of the --inherit layout"),
+        ({key: value for key, value in CHECK.items() if key != "ok"}, "has no 'ok'"),
+        ([CHECK], "is not one `make upstream-check` writes"),
+        (CHECK | {"added": ["a::b"]}, "is not one `make upstream-check` writes"),
     ],
-    ids=["stale", "other-layout"],
+    ids=["stale", "other-layout", "no-ok", "a-list", "added-a-list"],
 )
 def test_a_stale_or_mismatched_check_json_is_refused_before_anything_is_written(
     upstream_pr, tmp_path, capsys, check, message
@@ -165,6 +168,18 @@ def test_a_stale_or_mismatched_check_json_is_refused_before_anything_is_written(
     before = vae.read_bytes()
     assert upstream_pr.main([str(checkout), "--check-json", str(path)]) == 2
     assert message in capsys.readouterr().err
+    assert vae.read_bytes() == before
+
+
+def test_a_malformed_gpu_or_launches_json_is_refused_before_anything_is_written(upstream_pr, tmp_path, capsys):
+    checkout = make_checkout(tmp_path / "diffusers")
+    vae = checkout / "src" / "diffusers" / "models" / "autoencoders" / "vae.py"
+    before = vae.read_bytes()
+    for flag, content in (("--gpu-json", {"device": "cuda"}), ("--launches-json", [1, 2])):
+        path = tmp_path / "bad.json"
+        path.write_text(json.dumps(content))
+        assert upstream_pr.main([str(checkout), flag, str(path)]) == 2
+        assert f"upstream-pr: error: {flag} {path} is not a JSON file of the expected form" in capsys.readouterr().err
     assert vae.read_bytes() == before
 
 

@@ -110,7 +110,6 @@ def test_cli_exit_1_on_mismatch(monkeypatch, capsys, no_method_checks):
     [
         (["--models", "no-such-model"], "matches no model"),
         (["--quick", "--models", "kl"], "drop --quick"),
-        (["--device", "no-such-device"], "error"),
     ],
 )
 def test_cli_exit_2_on_usage_error(argv, message, capsys):

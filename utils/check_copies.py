@@ -295,7 +295,8 @@ def check(root: Path, fix: bool) -> int:
             ast.parse(tree.texts[path], filename=str(path))
         except SyntaxError as error:
             raise CopyError(f"fixing {path} would leave it unparsable (line {error.lineno}: {error.msg})") from error
-    write_files([SourceFile(path, tree.texts[path], tree.sources[path].encoding) for path in changed])
+    read_as = [tree.sources[path].encoded() for path in changed]  # a file edited meanwhile stops the write
+    write_files([SourceFile(path, tree.texts[path], tree.sources[path].encoding) for path in changed], read_as)
     print(f"fixed {len(found)} copies in {len(changed)} files")
     return 0
 

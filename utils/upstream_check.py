@@ -14,7 +14,8 @@ it). With --broken-blend it then breaks the vectorized blend in the rewritten co
 every copy of them blend one row fewer) and runs the added float32 tests again: every one of them must fail.
 
 Exit status: 0 when the rewritten copy is clean, regresses nothing and (with --broken-blend) the added tests fail
-on the broken blend; 1 otherwise; 2 on a usage error.
+on the broken blend; 1 otherwise; 2 on a usage error (DIFFUSERS is not a diffusers checkout or a readable tarball of
+one with a single top-level folder, --work is not new, the rewrite cannot run there).
 """
 
 import argparse
@@ -31,7 +32,7 @@ import xml.etree.ElementTree as ElementTree
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from tileblend.rewrite import RewriteError, apply_rewrite, plan_rewrite, report
+from tileblend.rewrite import RewriteError, apply_rewrite, diffusers_tree, plan_rewrite, report
 from tileblend.upstream_layout import TESTS
 from tileblend.upstream_mixin_text import TEST_CLASS_SUFFIX
 
@@ -94,13 +95,36 @@ class CheckResult:
         return rewritten_clean and not self.regressions and added_pass and self.broken_ok is not False
 
 
+class UsageError(Exception):
+    """DIFFUSERS or --work cannot be used as given (exit 2); the message names what the user passed."""
+
+
 def extract(source: Path, work: Path) -> Path:
-    """The checkout root: `source` itself, or where its `.tar.gz` extracts (a single top-level folder)."""
+    """The checkout root: `source` itself, or where its `.tar.gz` extracts (a single top-level folder).
+
+    Raises:
+        UsageError: `source` is not a tarball, holds an entry that would land outside the extraction folder (`../`,
+            an absolute link: tarfile's "data" filter), does not hold exactly one top-level folder, or what it holds
+            is not a diffusers checkout.
+    """
     if source.is_dir():
-        return source
-    with tarfile.open(source) as archive:
-        archive.extractall(work / "extracted", filter="data")
-    (root,) = (work / "extracted").iterdir()
+        root = source
+    else:
+        try:
+            with tarfile.open(source) as archive:
+                archive.extractall(work / "extracted", filter="data")
+        except tarfile.ReadError as error:
+            raise UsageError(f"{source}: cannot extract it: not a readable tar archive") from error
+        except (tarfile.TarError, OSError) as error:
+            raise UsageError(f"{source}: cannot extract it: {str(error).splitlines()[0]}") from error
+        entries = list((work / "extracted").iterdir())
+        if len(entries) != 1 or not entries[0].is_dir():
+            raise UsageError(f"{source}: expected one top-level folder, found {len(entries)} entries")
+        root = entries[0]
+    try:
+        diffusers_tree(root)
+    except RewriteError as error:
+        raise UsageError(f"{source} is not a diffusers checkout, or a .tar.gz of one") from error
     return root
 
 
@@ -304,14 +328,17 @@ def main(argv: list[str] | None = None) -> int:
     if not args.diffusers.exists():
         print(f"upstream-check: error: {args.diffusers} does not exist", file=sys.stderr)
         return 2
+    if args.work is not None and args.work.exists() and (not args.work.is_dir() or any(args.work.iterdir())):
+        print(f"upstream-check: error: --work {args.work} must be a new or empty directory", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory(prefix="upstream-check-") as temporary:
         work = args.work or Path(temporary)
         work.mkdir(parents=True, exist_ok=True)
         try:
             result = check(args.diffusers, work, args.full, args.broken_blend, args.selection, args.inherit)
-        except RewriteError as error:
+        except (UsageError, RewriteError) as error:
             print(f"upstream-check: error: {error}", file=sys.stderr)
-            return 1
+            return 2
     print(table(result))
     if args.json:
         data = asdict(result) | {"added_classes": result.added_classes, "test_command": result.test_command}

@@ -114,6 +114,8 @@ def check_numbers(check: dict | None, inherit: bool) -> dict:
         keys += ("added_seconds", "test_command", "regressions", "check_evidence", "broken_result", "added_files")
         return dict.fromkeys(keys, NOT_RUN)
     try:
+        if not isinstance(check["ok"], bool):
+            raise ValueError("the check JSON's 'ok' is not true or false: rerun `make upstream-check`")
         if check["inherit"] != inherit:
             layout = "--inherit" if check["inherit"] else "default"
             raise ValueError(f"the check JSON is of the {layout} layout: rerun `make upstream-check` for this one")
@@ -228,10 +230,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpu-json", type=Path, help="out/gpu-check/summary.json of `make gpu-check` on CUDA")
     parser.add_argument("--launches-json", type=Path, help="the JSON of `tileblend bench launches --json`")
     args = parser.parse_args(argv)
+    # Every JSON file is read before anything is written: a stale or malformed one stops the run here.
     try:
-        # Both JSON files are read before anything is written: a stale one stops the run here.
-        filled = check_numbers(read_json(args.check_json), args.inherit) | gpu_numbers(read_json(args.gpu_json))
-        filled |= performance_numbers(read_json(args.launches_json))
+        check = read_json(args.check_json)
+        filled = check_numbers(check, args.inherit)
+    except (OSError, ValueError) as error:
+        print(f"upstream-pr: error: {error}", file=sys.stderr)
+        return 2
+    for flag, path, numbers in (
+        ("--gpu-json", args.gpu_json, gpu_numbers),
+        ("--launches-json", args.launches_json, performance_numbers),
+    ):
+        try:
+            filled |= numbers(read_json(path))
+        except (OSError, ValueError, LookupError, TypeError, AttributeError) as error:
+            print(
+                f"upstream-pr: error: {flag} {path} is not a JSON file of the expected form ({error!r})",
+                file=sys.stderr,
+            )
+            return 2
+    try:
         plans = {inherit: plan_rewrite(args.checkout, inherit=inherit) for inherit in (False, True)}
         rewrite = plans[args.inherit]
         apply_rewrite(rewrite)
@@ -247,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
 
     sizes = {inherit: diff_size(plan) for inherit, plan in plans.items()}
     numbers = rewrite_numbers(rewrite, sizes, args.inherit, clean) | filled
-    numbers["untested_classes"] = untested_classes(rewrite, read_json(args.check_json))
+    numbers["untested_classes"] = untested_classes(rewrite, check)
     print(f"\nruff check / ruff format --check on {len(touched)} touched files: {numbers['ruff']}")
     print("\n---- DRAFT 1: the coordination issue (open it first; wait for a maintainer's acknowledgment) ----\n")
     print(template("coordination-issue").substitute(numbers))
@@ -257,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         "---- These are drafts. Read every sentence, rerun what they report, and change or delete anything you cannot "
         "answer for before submitting. ----"
     )
-    return 0 if clean and (args.check_json is None or read_json(args.check_json)["ok"]) else 1
+    return 0 if clean and (check is None or check["ok"]) else 1
 
 
 if __name__ == "__main__":

@@ -84,9 +84,12 @@ def _plan_tests(root: Path, modules: list[FileRewrite]) -> list[FileRewrite]:
     test_path = root / TEST_MODULE_PATH
     if not test_path.parent.is_dir():
         return []
-    old = read_source(test_path) if test_path.exists() else SourceFile(test_path, "")
+    existed = test_path.exists()
+    old = read_source(test_path) if existed else SourceFile(test_path, "")
     new = with_newline(render_test_module({plan.path.stem: plan.vectorized for plan in modules}), old.newline)
-    return [FileRewrite(path=test_path, kind=FileKind.TESTS, old=old.text, new=new, encoding=old.encoding)]
+    return [
+        FileRewrite(path=test_path, kind=FileKind.TESTS, old=old.text, new=new, encoding=old.encoding, existed=existed)
+    ]
 
 
 def plan_rewrite(path: Path, code: UpstreamCode | None = None, inherit: bool = False) -> TreeRewrite:
@@ -111,9 +114,11 @@ def plan_rewrite(path: Path, code: UpstreamCode | None = None, inherit: bool = F
 
 def apply_rewrite(rewrite: TreeRewrite) -> None:
     """Write every changed file, all or nothing (`tileblend.source_files.write_files`), vae.py first so that any
-    state the tree is left in (a crash between two replacements) imports; raise `SourceError` if it cannot."""
+    state the tree is left in (a crash between two replacements) imports; raise `SourceError` if it cannot, or if a
+    file changed since the rewrite was planned (nothing is written then: an edit made meanwhile is kept)."""
     changed = sorted((plan for plan in rewrite.files if plan.changed), key=lambda plan: plan.kind is not FileKind.VAE)
-    write_files([SourceFile(plan.path, plan.new, plan.encoding) for plan in changed])
+    read_as = [plan.old.encode(plan.encoding) if plan.existed else None for plan in changed]
+    write_files([SourceFile(plan.path, plan.new, plan.encoding) for plan in changed], read_as)
 
 
 def report(rewrite: TreeRewrite) -> str:

@@ -55,6 +55,7 @@ class FileRewrite:
     old: str
     new: str
     encoding: str = "utf-8"  # "utf-8-sig" for a file that starts with a BOM
+    existed: bool = True  # False for a file the rewrite creates
     rewritten: list[str] = field(default_factory=list)  # "Class.method" replaced from the loop (or refreshed)
     up_to_date: list[str] = field(default_factory=list)  # "Class.method" already the current copy
     skipped: list[str] = field(default_factory=list)  # "Class.method" named like a blend, not recognised

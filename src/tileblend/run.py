@@ -24,8 +24,8 @@ def add_parser(subparsers) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run the script of `args.command` as `__main__`; returns its exit code (0 if it ends normally, 2 if it cannot be
-    opened or none is given).
+    """Run the script of `args.command` as `__main__` (a directory: its `__main__.py`, as `python DIR` does); returns
+    its exit code (0 if it ends normally, 2 if it cannot be opened or none is given).
 
     As under `python SCRIPT`, `sys.argv` is `[SCRIPT, *ARGS]` and the script's directory comes first on `sys.path`
     (in place of this command's own entry), so the script imports its neighbours. A `--` before SCRIPT ends
@@ -36,13 +36,17 @@ def main(args: argparse.Namespace) -> int:
         print("tileblend run: error: no script given", file=sys.stderr)
         return 2
     script = command[0]
-    if not os.path.isfile(script):
+    if os.path.isdir(script) and not os.path.isfile(os.path.join(script, "__main__.py")):
+        print(f"tileblend run: can't find '__main__.py' in the directory {script!r}", file=sys.stderr)
+        return 2
+    if not os.path.exists(script):
         print(f"tileblend run: can't open file {script!r}: no such file", file=sys.stderr)
         return 2
     enable()
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = list(command)
-    sys.path[0] = os.path.dirname(os.path.realpath(script))
+    # As `python`: a directory (run through its __main__.py) comes first on sys.path itself, a script its directory.
+    sys.path[0] = os.path.realpath(script) if os.path.isdir(script) else os.path.dirname(os.path.realpath(script))
     try:
         runpy.run_path(script, run_name="__main__")
     except SystemExit as exit:

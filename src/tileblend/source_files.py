@@ -12,7 +12,8 @@ lines that were edited:
 - `write_files` replaces a set of files all or nothing: each new content is staged in a temporary file next to its
   target (with the target's mode and owner, through symbolic links to the file they point to), together with a
   backup of the target; only then are the targets replaced, in the given order, and if one replacement fails the
-  ones before it are put back from their backups.
+  ones before it are put back from their backups. Given the bytes each file had when it was read, it also refuses,
+  before replacing it, a file that has changed since (an edit made while the rewrite ran is never lost).
 """
 
 import io
@@ -26,6 +27,8 @@ from pathlib import Path
 
 COPIED_FROM = re.compile(r"^(\s*)#\s*Copied from\s+diffusers\.(\S+\.\S+)\s*($|\S.*$)")
 NEW_FILE_MODE = 0o644
+_UNCHECKED = object()
+"""The `read_as` entry of a file written without checking what it holds."""
 
 
 class SourceError(Exception):
@@ -129,14 +132,32 @@ def _remove(paths) -> None:
             pass
 
 
-def write_files(files: list[SourceFile]) -> None:
+class ChangedSinceRead(OSError):
+    """A file to be replaced no longer holds the bytes it was read with."""
+
+
+def _check_unchanged(target: Path, read_as: bytes | None) -> None:
+    """Raise `ChangedSinceRead` unless `target` holds `read_as` (None: unless it still does not exist)."""
+    try:
+        unchanged = target.read_bytes() == read_as
+    except FileNotFoundError:
+        unchanged = read_as is None
+    if not unchanged:
+        raise ChangedSinceRead(f"{target} changed since it was read")
+
+
+def write_files(files: list[SourceFile], read_as: list[bytes | None] | None = None) -> None:
     """Replace every file of `files` by its `encoded()` content, in the given order, all or nothing.
 
-    Raises `SourceError` when a file cannot be written; its message says whether anything was left written (only
-    when putting back a replaced file failed too). A KeyboardInterrupt during the replacements is re-raised after the
-    files replaced so far are put back.
+    `read_as`, when given, holds for each file the bytes it was read with (None for a file that did not exist): a file
+    that no longer holds them, checked again right before it is replaced, stops the write with nothing written.
+
+    Raises `SourceError` when a file cannot be written or has changed since it was read; its message says whether
+    anything was left written (only when putting back a replaced file failed too). A KeyboardInterrupt during the
+    replacements is re-raised after the files replaced so far are put back.
     """
     targets = [_target(file.path) for file in files]
+    read_as = read_as if read_as is not None else [_UNCHECKED] * len(files)
     for target in targets:
         _check_writable(target)
     staged, backups = [], []
@@ -152,7 +173,9 @@ def write_files(files: list[SourceFile]) -> None:
         raise SourceError(f"cannot write {target}: {error}; nothing was written") from error
     done = 0
     try:
-        for temporary, target in zip(staged, targets):
+        for temporary, target, original in zip(staged, targets, read_as):
+            if original is not _UNCHECKED:
+                _check_unchanged(target, original)
             os.replace(temporary, target)
             done += 1
     except BaseException as error:

@@ -28,6 +28,7 @@ import time
 
 import torch
 
+from .. import arguments
 from ..blend import BLEND_FUNCTIONS, DTYPE_NAMES, DTYPES
 from ..compare import bitwise_equal
 from ..machine import machine
@@ -167,7 +168,7 @@ def add_parser(subparsers) -> None:
         default=["sd", "video"],
         help="sd: SD tiles at every --extents; video: the video autoencoders' seams (default: both)",
     )
-    parser.add_argument("--device", default="cpu", help="device to run on (default: cpu)")
+    parser.add_argument("--device", type=arguments.device, default="cpu", help="device to run on (default: cpu)")
     parser.add_argument("--dtype", nargs="+", choices=list(DTYPES), default=list(DTYPES), help="dtypes (default: all)")
     parser.add_argument("--method", nargs="+", choices=METHODS, default=list(METHODS), help="methods (default: all)")
     parser.add_argument(
@@ -181,7 +182,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--budget", type=float, default=3.0, help="seconds of timed calls per row, at least 5 calls each (default: 3)"
     )
-    parser.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's default)")
+    parser.add_argument(
+        "--threads", type=arguments.positive_int, help="CPU threads for torch (default: torch's default)"
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the machine and one record per row to PATH")
     parser.set_defaults(handler=main)
 

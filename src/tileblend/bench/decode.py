@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .. import arguments
 from ..blend import DTYPES
 from . import protocol
 from .options import add_benchmark_parser, run_config
@@ -211,7 +212,9 @@ def add_parser(subparsers) -> None:
     )
     protocol.add_protocol_arguments(parser, PRESETS, "output")
     parser.add_argument(
-        "--frames", type=int, help="frames of the clip, video VAEs only (default: the preset's, or 81)"
+        "--frames",
+        type=arguments.positive_int,
+        help="frames of the clip, video VAEs only (default: the preset's, or 81)",
     )
     parser.add_argument("--model", metavar="ID_OR_PATH", help="decode with this checkpoint instead of a preset")
     parser.add_argument("--subfolder", help="the checkpoint's subfolder holding the VAE (e.g. vae)")

@@ -4,6 +4,8 @@ import argparse
 
 import torch
 
+from .. import arguments
+
 
 DEFAULT_DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 MODEL_DTYPES = ("float32", "float16", "bfloat16")
@@ -35,13 +37,18 @@ def add_benchmark_parser(subparsers, name: str, help: str, description: str, han
     return parser
 
 
+INTEGER_TYPES = {"--warmup": arguments.non_negative_int, "--seed": int}
+"""The integer run options that take other values than positive integers (every other one must be at least 1)."""
+
+
 def add_run_options(parser: argparse.ArgumentParser, device_help: str, integer_options) -> None:
-    """`--device` (default: CUDA if available) with `device_help`, `--dtype` (one of `MODEL_DTYPES`), then one integer
-    option per row of `integer_options`: (flag, default, help)."""
-    parser.add_argument("--device", default=DEFAULT_DEVICE, help=device_help)
+    """`--device` (default: CUDA if available; one this machine has) with `device_help`, `--dtype` (one of
+    `MODEL_DTYPES`), then one integer option per row of `integer_options`: (flag, default, help), positive unless
+    `INTEGER_TYPES` says otherwise."""
+    parser.add_argument("--device", type=arguments.device, default=DEFAULT_DEVICE, help=device_help)
     parser.add_argument("--dtype", choices=MODEL_DTYPES, default="float32", help="model and input dtype")
     for flag, default, help in integer_options:
-        parser.add_argument(flag, type=int, default=default, help=help)
+        parser.add_argument(flag, type=INTEGER_TYPES.get(flag, arguments.positive_int), default=default, help=help)
 
 
 def run_config(args: argparse.Namespace) -> dict:

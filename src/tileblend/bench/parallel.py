@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from .. import arguments
 from ..blend import DTYPES
 from ..compare import bitwise_equal
 from ..machine import environment
@@ -52,8 +53,10 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--size", type=parse_size, help="output size in pixels, N or HEIGHTxWIDTH (default: the preset's)"
     )
-    parser.add_argument("--tile", type=int, help="VAE tile size in pixels (default: the preset's)")
-    parser.add_argument("--frames", type=int, help="frames of the clip, video presets only (default: the preset's)")
+    parser.add_argument("--tile", type=arguments.positive_int, help="VAE tile size in pixels (default: the preset's)")
+    parser.add_argument(
+        "--frames", type=arguments.positive_int, help="frames of the clip, video presets only (default: the preset's)"
+    )
     add_run_options(parser, f"cpu or cuda (default: {DEFAULT_DEVICE})", RUN_OPTIONS)
     parser.add_argument("--timeout", type=float, default=3600, help="seconds an arm may run (default: 3600)")
     parser.add_argument("--json", metavar="PATH", help="write the per-rank results and the summary as JSON")

@@ -27,6 +27,7 @@ import json
 import sys
 from pathlib import Path
 
+from .. import arguments
 from ..machine import environment
 from .options import DEFAULT_DEVICE, add_run_options, parse_size
 from .pairs import ARM_NAMES, format_bytes, run_pairs
@@ -85,7 +86,7 @@ def add_protocol_arguments(parser: argparse.ArgumentParser, presets, what: str) 
     parser.add_argument(
         "--size", type=parse_size, help=f"{what} size in pixels, N or HEIGHTxWIDTH (default: the preset's)"
     )
-    parser.add_argument("--tile", type=int, help="VAE tile size in pixels (default: the preset's)")
+    parser.add_argument("--tile", type=arguments.positive_int, help="VAE tile size in pixels (default: the preset's)")
     add_run_options(parser, f"torch device (default: {DEFAULT_DEVICE})", RUN_OPTIONS)
     parser.add_argument("--json", metavar="PATH", help="write samples, medians, speedups and config as JSON")
     parser.add_argument("--plot", metavar="PATH", help="write a PNG of the samples and speedups (needs matplotlib)")

@@ -6,9 +6,11 @@ import json
 import sys
 import warnings
 from dataclasses import asdict
+from pathlib import Path
 
 import torch
 
+from .. import arguments
 from ..blend import DTYPES
 from . import method_checks, model_checks
 from .tables import format_method_table, format_model_table
@@ -22,7 +24,9 @@ def add_parser(subparsers) -> None:
         "tiled encode and decode of a tiny model of every diffusers autoencoder with loop blends.",
     )
     default_device = "cuda" if torch.cuda.is_available() else "cpu"
-    parser.add_argument("--device", default=default_device, help=f"torch device (default: {default_device})")
+    parser.add_argument(
+        "--device", type=arguments.device, default=default_device, help=f"torch device (default: {default_device})"
+    )
     parser.add_argument(
         "--dtype",
         nargs="+",
@@ -89,8 +93,8 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         records = [{"check": "method"} | asdict(r) | {"speedup": r.speedup} for r in methods]
         records += [{"check": "model"} | asdict(r) | {"ok": r.ok} for r in model_results]
-        with open(args.json, "w", encoding="utf-8") as file:
-            json.dump(records, file, indent=2)
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(records, indent=2), encoding="utf-8")
     if method_mismatches or model_mismatches:
         print("MISMATCH: " + ", ".join(method_mismatches + model_mismatches), file=sys.stderr)
         return 1

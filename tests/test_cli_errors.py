@@ -1,0 +1,56 @@
+"""User errors on the command line: one usage error, exit 2, before any work (exit 1 means a real mismatch)."""
+
+import json
+
+import pytest
+import torch
+
+from tileblend.cli import main as tileblend
+
+
+NO_CUDA = "sees no cuda device on this machine"
+META = "the meta device holds no values to compare or time"
+
+CASES = [
+    (["verify", "--device", "meta"], META),
+    (["bench", "blend", "--device", "meta"], META),
+    (["bench", "decode", "--device", "meta"], META),
+    (["bench", "pipeline", "--device", "meta"], META),
+    (["bench", "compile", "--device", "meta"], META),
+    (["bench", "parallel", "--device", "meta"], META),
+    (["verify", "--device", "nonsense"], "'nonsense' is not a torch device"),
+    (["bench", "decode", "--threads", "-1"], "argument --threads: '-1' is not an integer of at least 1"),
+    (["bench", "blend", "--threads", "0"], "argument --threads: '0' is not an integer of at least 1"),
+    (["bench", "decode", "--tile", "0"], "argument --tile: '0' is not an integer of at least 1"),
+    (["bench", "parallel", "--tile", "-8"], "argument --tile: '-8' is not an integer of at least 1"),
+    (["bench", "decode", "--frames", "0"], "argument --frames: '0' is not an integer of at least 1"),
+    (["bench", "pipeline", "--reps", "0"], "argument --reps: '0' is not an integer of at least 1"),
+    (["bench", "compile", "--warmup", "-1"], "argument --warmup: '-1' is not an integer of at least 0"),
+    (["bench", "decode", "--size", "0"], "is not a positive SIZE or HEIGHTxWIDTH"),
+]
+if not torch.cuda.is_available():
+    CASES += [
+        (["verify", "--device", "cuda"], NO_CUDA),
+        (["bench", "blend", "--device", "cuda"], NO_CUDA),
+        (["bench", "decode", "--device", "cuda:0"], "sees no cuda:0 device"),
+        (["bench", "parallel", "--device", "cuda"], NO_CUDA),
+    ]
+
+
+@pytest.mark.parametrize("argv, message", CASES, ids=[" ".join(argv) for argv, _ in CASES])
+def test_user_errors_exit_2_with_the_reason(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        tileblend(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_verify_json_goes_into_a_new_directory(tmp_path):
+    """`verify --json` into a directory that does not exist yet creates it (it used to fail after the whole run)."""
+    path = tmp_path / "new" / "dir" / "verify.json"
+    assert (
+        tileblend(["verify", "--quick", "--device", "cpu", "--dtype", "float32", "--no-progress", "--json", str(path)])
+        == 0
+    )
+    records = json.loads(path.read_text())
+    assert records and all(record["check"] == "method" and record["exact"] for record in records)
