@@ -220,15 +220,26 @@ def test_fix_keeps_an_edit_made_after_reading(run, check_copies, tmp_path, capsy
     path = make_tree(tmp_path, copy)
     write_files = check_copies.write_files
 
-    def edit_then_write(files, read_as):  # the user saves the file while the fixer runs
+    def edit_then_write(*args, **kwargs):  # the user saves the file while the fixer runs
         path.write_text(copy + "# edited meanwhile\n")
-        write_files(files, read_as)
+        write_files(*args, **kwargs)
 
     monkeypatch.setattr(check_copies, "write_files", edit_then_write)
     assert run(tmp_path, "--fix_and_overwrite") == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{path.resolve()} changed since it was read; nothing was written" in err
     assert path.read_text() == copy + "# edited meanwhile\n"
+
+
+def test_fix_refuses_a_copy_that_links_out_of_the_tree(run, tmp_path, capsys):
+    copy = GOOD_COPY.replace("return y + 1", "return y + 2")
+    outside = tmp_path / "outside.py"
+    outside.write_text(copy)
+    path = make_tree(tmp_path / "checkout", "")
+    path.unlink()
+    path.symlink_to(outside)
+    assert run(tmp_path / "checkout", "--fix_and_overwrite") == 2
+    assert "links to" in capsys.readouterr().err and outside.read_text() == copy
 
 
 def test_crlf_and_bom_files_keep_their_bytes(run, tmp_path):

@@ -312,5 +312,43 @@ def test_world_of_one_runs_the_plain_path_and_unsupported_classes_are_named():
         tileblend.parallel.decode(model, x)
 
 
+def test_world_of_one_checks_dst_takes_keyword_inputs_and_splits_subclasses():
+    """A group of one refuses a `dst` that is not one of its ranks (as larger groups do); inside `tiled()`,
+    `vae.decode(z=...)` works as outside; a user subclass that adds no tiling methods splits like its parent, one that
+    overrides them is refused, naming what it overrides."""
+    from diffusers import AutoencoderKL
+
+    entry = MODELS["kl"]
+    model, x = build_model(entry), make_input(entry, "decode")
+    expected = run_path(model, entry, "decode", x)
+
+    class UsersVAE(AutoencoderKL):
+        def describe(self):
+            return "mine"
+
+    class OverridingVAE(AutoencoderKL):
+        def tiled_decode(self, z, return_dict=True):
+            return super().tiled_decode(z, return_dict)
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        for dst in (7, 0.0, True):
+            with pytest.raises(ValueError, match="dst must be a rank of the group"):
+                tileblend.parallel.decode(model, x, dst=dst)
+        with tileblend.parallel.tiled(model):
+            assert torch.equal(model.decode(z=x).sample, expected)
+            with pytest.raises(TypeError, match="missing the input argument 'z'"):
+                model.decode()
+        users = UsersVAE(**model.config)
+        users.load_state_dict(model.state_dict())
+        users.enable_tiling()
+        users.tile_sample_min_size, users.tile_latent_min_size = model.tile_sample_min_size, model.tile_latent_min_size
+        assert torch.equal(tileblend.parallel.decode(users, x).sample, expected)
+        with pytest.raises(NotImplementedError, match="OverridingVAE's tiled decode: it overrides tiled_decode of"):
+            tileblend.parallel.split_of(OverridingVAE(**model.config), "decode")
+    finally:
+        dist.destroy_process_group()
+
+
 if __name__ == "__main__":
     worker_main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])

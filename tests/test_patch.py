@@ -244,10 +244,36 @@ def test_concurrent_enables_patch_once():
     assert blend_functions() == originals
 
 
+def test_patched_method_pickles_by_reference_while_enabled():
+    """pickle finds a function by module and qualified name: the patched method keeps the original's, so it pickles
+    (to whatever `AutoencoderKL.blend_v` is when loaded)."""
+    import pickle
+
+    with tileblend.enabled():
+        assert pickle.loads(pickle.dumps(AutoencoderKL.blend_v)) is AutoencoderKL.blend_v
+
+
+def test_disable_keeps_a_method_the_user_installed_after_enable():
+    def users_blend(self, a, b, blend_extent):
+        return b
+
+    original, loop_h = vars(AutoencoderKL)["blend_v"], vars(AutoencoderKL)["blend_h"]
+    tileblend.enable()
+    try:
+        AutoencoderKL.blend_v = users_blend
+    finally:
+        tileblend.disable()
+    try:
+        assert vars(AutoencoderKL)["blend_v"] is users_blend
+        assert vars(AutoencoderKL)["blend_h"] is loop_h and not tileblend.is_enabled()  # the others are put back
+    finally:
+        AutoencoderKL.blend_v = original
+
+
 def test_patched_method_shows_its_own_source_and_module():
     with tileblend.enabled():
         method = AutoencoderKL.blend_v
-        assert method.__module__ == "tileblend.patch"
+        assert method.__module__ == "diffusers.models.autoencoders.autoencoder_kl"  # as the original's, for pickle
         assert not hasattr(method, "__wrapped__")
         assert "for y in range" not in inspect.getsource(method)
         assert "blend(a, b, blend_extent)" in inspect.getsource(method)

@@ -412,10 +412,28 @@ def test_a_test_module_created_after_planning_stops_the_write(pristine, tmp_path
     assert (root / TEST_MODULE_PATH).read_text() == "# someone else's module\n"
 
 
-def test_symlinks_mode_and_owner_are_kept(pristine, tmp_path, capsys):
+def test_a_symlink_out_of_the_tree_is_refused(pristine, tmp_path, capsys):
+    """A module that links to a file outside the checkout: nothing is written, there or in the tree."""
     root = link_tree(pristine, tmp_path / "checkout")
     kl = root / "src" / "diffusers" / AUTOENCODERS / "autoencoder_kl.py"
     real = tmp_path / "elsewhere" / "autoencoder_kl.py"
+    real.parent.mkdir()
+    real.write_bytes(kl.read_bytes())
+    kl.unlink()
+    kl.symlink_to(real)
+    before, outside = snapshot(root), real.read_bytes()
+
+    code, _, err = run_rewrite(capsys, root)
+    assert code == 2 and err.count("\n") == 1
+    assert f"cannot write {kl}: it links to {real}, outside {root}; nothing was written" in err
+    assert snapshot(root) == before and real.read_bytes() == outside
+
+
+def test_symlinks_mode_and_owner_are_kept(pristine, tmp_path, capsys):
+    """A module that links to a file elsewhere in the checkout is written there, keeping its mode and owner."""
+    root = link_tree(pristine, tmp_path / "checkout")
+    kl = root / "src" / "diffusers" / AUTOENCODERS / "autoencoder_kl.py"
+    real = root / "elsewhere" / "autoencoder_kl.py"
     real.parent.mkdir()
     real.write_bytes(kl.read_bytes())
     kl.unlink()

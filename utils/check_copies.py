@@ -296,7 +296,8 @@ def check(root: Path, fix: bool) -> int:
         except SyntaxError as error:
             raise CopyError(f"fixing {path} would leave it unparsable (line {error.lineno}: {error.msg})") from error
     read_as = [tree.sources[path].encoded() for path in changed]  # a file edited meanwhile stops the write
-    write_files([SourceFile(path, tree.texts[path], tree.sources[path].encoding) for path in changed], read_as)
+    files_to_write = [SourceFile(path, tree.texts[path], tree.sources[path].encoding) for path in changed]
+    write_files(files_to_write, read_as, inside=root)
     print(f"fixed {len(found)} copies in {len(changed)} files")
     return 0
 

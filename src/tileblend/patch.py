@@ -51,16 +51,20 @@ _enabled_outside_scopes = False  # whether the blends stay enabled once no `enab
 @contextlib.contextmanager
 def wrapped_methods(methods, wrap):
     """Inside the block, each method `name` of `cls` in `methods` ((cls, name) pairs) is `wrap(cls, name, function)`,
-    where `function` is what `cls` itself held when the block began; on exit those same function objects are put back.
+    where `function` is what `cls` itself held when the block began; on exit those same function objects are put back,
+    except where someone else has replaced the wrapper meanwhile (their method stays).
     """
     installed = [(cls, name, vars(cls)[name]) for cls, name in methods]
+    wrappers = []
     try:
         for cls, name, function in installed:
-            setattr(cls, name, wrap(cls, name, function))
+            wrappers.append(wrap(cls, name, function))
+            setattr(cls, name, wrappers[-1])
         yield
     finally:
-        for cls, name, function in installed:
-            setattr(cls, name, function)
+        for (cls, name, function), wrapper in zip(installed, wrappers):
+            if vars(cls).get(name) is wrapper:
+                setattr(cls, name, function)
 
 
 def autoencoder_classes() -> list[type]:
@@ -103,8 +107,9 @@ def vectorized_method(original, rank: int):
     """The replacement for a loop method written for tensors of `rank` dimensions.
 
     Inputs of that rank (the only ones diffusers passes) take `tileblend.blend`; any other rank calls the original, so
-    the method stays exact for every input. The method keeps the original's name and qualified name, but not its
-    module, docstring or source: it has no `__wrapped__`, so `inspect` shows this code.
+    the method stays exact for every input. The method keeps the original's name, qualified name and module (so that
+    pickle finds it where the original was), but not its docstring or source: it has no `__wrapped__`, so `inspect`
+    shows this code.
     """
     blend = BLEND_FUNCTIONS[original.__name__]
 
@@ -114,6 +119,7 @@ def vectorized_method(original, rank: int):
         return blend(a, b, blend_extent)
 
     method.__name__, method.__qualname__ = original.__name__, original.__qualname__
+    method.__module__ = original.__module__
     method.__doc__ = (
         f"tileblend.{original.__name__} in place of diffusers' loop for {rank}D tensors (the loop for other ranks). "
         f"The loop: tileblend.patch.original_method(cls, {original.__name__!r})."

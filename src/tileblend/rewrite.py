@@ -114,11 +114,13 @@ def plan_rewrite(path: Path, code: UpstreamCode | None = None, inherit: bool = F
 
 def apply_rewrite(rewrite: TreeRewrite) -> None:
     """Write every changed file, all or nothing (`tileblend.source_files.write_files`), vae.py first so that any
-    state the tree is left in (a crash between two replacements) imports; raise `SourceError` if it cannot, or if a
-    file changed since the rewrite was planned (nothing is written then: an edit made meanwhile is kept)."""
+    state the tree is left in (a crash between two replacements) imports; raise `SourceError` if it cannot, if a
+    file changed since the rewrite was planned (an edit made meanwhile is kept), or if a file is a symbolic link out of
+    the tree (writes stay inside the tree the user named); nothing is written then."""
     changed = sorted((plan for plan in rewrite.files if plan.changed), key=lambda plan: plan.kind is not FileKind.VAE)
     read_as = [plan.old.encode(plan.encoding) if plan.existed else None for plan in changed]
-    write_files([SourceFile(plan.path, plan.new, plan.encoding) for plan in changed], read_as)
+    tree = rewrite.root or rewrite.package
+    write_files([SourceFile(plan.path, plan.new, plan.encoding) for plan in changed], read_as, inside=tree)
 
 
 def report(rewrite: TreeRewrite) -> str:

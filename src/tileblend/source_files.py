@@ -146,11 +146,15 @@ def _check_unchanged(target: Path, read_as: bytes | None) -> None:
         raise ChangedSinceRead(f"{target} changed since it was read")
 
 
-def write_files(files: list[SourceFile], read_as: list[bytes | None] | None = None) -> None:
+def write_files(
+    files: list[SourceFile], read_as: list[bytes | None] | None = None, inside: Path | None = None
+) -> None:
     """Replace every file of `files` by its `encoded()` content, in the given order, all or nothing.
 
     `read_as`, when given, holds for each file the bytes it was read with (None for a file that did not exist): a file
     that no longer holds them, checked again right before it is replaced, stops the write with nothing written.
+    `inside`, when given, is the tree the user named: a file that is a symbolic link to a file outside it is refused
+    before anything is written.
 
     Raises `SourceError` when a file cannot be written or has changed since it was read; its message says whether
     anything was left written (only when putting back a replaced file failed too). A KeyboardInterrupt during the
@@ -158,6 +162,9 @@ def write_files(files: list[SourceFile], read_as: list[bytes | None] | None = No
     """
     targets = [_target(file.path) for file in files]
     read_as = read_as if read_as is not None else [_UNCHECKED] * len(files)
+    for file, target in zip(files, targets):
+        if inside is not None and not target.is_relative_to(_target(inside)):
+            raise SourceError(f"cannot write {file.path}: it links to {target}, outside {inside}; nothing was written")
     for target in targets:
         _check_writable(target)
     staged, backups = [], []

@@ -17,6 +17,7 @@ docs/parallel.md; `SPLITS` holds them, `UNSUPPORTED` the reasons for the paths t
 
 import contextlib
 import datetime
+import inspect
 
 import torch.distributed as dist
 
@@ -93,12 +94,20 @@ def tiled(vae, group=None, dst: int | None = None, timeout: datetime.timedelta =
     group = _group(group)
     replaced = {}
     for path, function in (("decode", decode), ("encode", encode)):
-        if (type(vae).__name__, path) in SPLITS:
+        try:
+            split_of(vae, path)
+        except NotImplementedError:
+            continue
+        # The input's own name ("z" for decode, "x" for encode), so that `vae.decode(z=latents)` works too.
+        first = next(iter(inspect.signature(getattr(vae, path)).parameters))
 
-            def parallel(x, *args, _function=function, **kwargs):
-                return _function(vae, x, *args, group=group, dst=dst, timeout=timeout, **kwargs)
+        def parallel(*args, _function=function, _first=first, **kwargs):
+            if not args and _first not in kwargs:
+                raise TypeError(f"missing the input argument {_first!r}")
+            x, args = (args[0], args[1:]) if args else (kwargs.pop(_first), ())
+            return _function(vae, x, *args, group=group, dst=dst, timeout=timeout, **kwargs)
 
-            replaced[path] = parallel
+        replaced[path] = parallel
     if not replaced:
         split_of(vae, "decode")  # raises, naming the class and why
     saved = {path: vae.__dict__.get(path) for path in replaced}

@@ -62,11 +62,11 @@ def run_parallel(model, path: str, x: torch.Tensor, args, kwargs, *, group, dst,
         )
     split = split_of(model, path)
     rank, world_size = dist.get_rank(group), dist.get_world_size(group)
+    if dst is not None and (type(dst) is not int or not 0 <= dst < world_size):
+        raise ValueError(f"dst must be a rank of the group (an int from 0 to {world_size - 1}), got {dst!r}")
     if world_size == 1:
         with torch.no_grad():
             return _run(model, path, x, args, kwargs)
-    if dst is not None and not 0 <= dst < world_size:
-        raise ValueError(f"dst must be a rank of the group (0 to {world_size - 1}), got {dst}")
     random_state = _RandomState(x.device, kwargs.get("generator"))
 
     with torch.no_grad():

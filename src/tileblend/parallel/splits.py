@@ -93,12 +93,25 @@ UNSUPPORTED: dict[tuple[str, str], str] = {
 
 
 def split_of(model, path: str) -> Split:
-    """The `Split` of `model`'s tiled `path` ("encode" or "decode").
+    """The `Split` of `model`'s tiled `path` ("encode" or "decode"): that of its class, or of the nearest class in the
+    table that it derives from, when no class in between defines a method of that path (a subclass that only adds
+    methods of its own splits like its parent).
 
     Raises:
-        NotImplementedError: the class is not in the table, or its path cannot be split exactly (the reason is given).
+        NotImplementedError: the class is not in the table, a subclass overrides the path's methods, or its path
+            cannot be split exactly (the reason is given).
     """
-    name = type(model).__name__
+    mro = type(model).__mro__
+    known = next((cls for cls in mro if (cls.__name__, path) in SPLITS or (cls.__name__, path) in UNSUPPORTED), None)
+    if known is not None and known is not type(model):
+        between = mro[: mro.index(known)]
+        overridden = sorted({name for cls in between for name in vars(cls) if path in name or "tiled" in name})
+        if overridden:
+            raise NotImplementedError(
+                f"tileblend.parallel cannot split {type(model).__name__}'s tiled {path}: it overrides "
+                f"{', '.join(overridden)} of {known.__name__}"
+            )
+    name = (known or type(model)).__name__
     if (name, path) in SPLITS:
         return SPLITS[(name, path)]
     if (name, path) in UNSUPPORTED:
