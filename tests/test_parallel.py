@@ -350,5 +350,52 @@ def test_world_of_one_checks_dst_takes_keyword_inputs_and_splits_subclasses():
         dist.destroy_process_group()
 
 
+def test_tiled_block_leaves_copies_pickling_and_the_class_alone(tmp_path):
+    """Inside `tiled()`: a deep copy decodes on its own with its own weights (zeroing them changes its output), the
+    model saves with `torch.save` and loads back, other instances of the class are untouched; after the block the
+    class holds its own `decode` again."""
+    import copy
+
+    from diffusers import AutoencoderKL
+
+    entry = MODELS["kl"]
+    model, x = build_model(entry), make_input(entry, "decode")
+    expected = run_path(model, entry, "decode", x)
+    own_decode = vars(AutoencoderKL)["decode"]
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        with tileblend.parallel.tiled(model):
+            clone = copy.deepcopy(model)
+            with torch.no_grad():
+                for parameter in clone.parameters():
+                    parameter.zero_()
+            assert not torch.equal(clone.decode(x).sample, expected)
+            assert torch.equal(model.decode(x).sample, expected)
+            torch.save(model, tmp_path / "model.pt")
+            loaded = torch.load(tmp_path / "model.pt", weights_only=False)
+            assert torch.equal(run_path(loaded, entry, "decode", x), expected)
+        assert vars(AutoencoderKL)["decode"] is own_decode
+    finally:
+        dist.destroy_process_group()
+
+
+def test_same_inputs_with_infinities_of_both_signs_are_the_same_input():
+    """+inf and -inf in the same latents made the fingerprint's sums NaN, so equal inputs looked different; moving one
+    infinity must still change the fingerprint."""
+    from tileblend.parallel import exchange
+
+    x = torch.randn(1, 4, 8, 8)
+    x[0, 0, 1, 1], x[0, 1, 2, 3], x[0, 2, 4, 4] = float("inf"), float("-inf"), float("nan")  # not at position 1
+    moved = x.clone()
+    moved[0, 1, 2, 3], moved[0, 1, 2, 4] = moved[0, 1, 2, 4], float("-inf")
+    assert torch.equal(exchange.fingerprint(x), exchange.fingerprint(x.clone()))
+    assert not torch.equal(exchange.fingerprint(x), exchange.fingerprint(moved))
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        exchange.check_same_input(x, dist.group.WORLD, torch.device("cpu"))  # raised "different inputs" before
+    finally:
+        dist.destroy_process_group()
+
+
 if __name__ == "__main__":
     worker_main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])

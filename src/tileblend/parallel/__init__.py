@@ -15,14 +15,13 @@ The result equals the same model's single-device tiled decode bit for bit. The c
 docs/parallel.md; `SPLITS` holds them, `UNSUPPORTED` the reasons for the paths that cannot be split.
 """
 
-import contextlib
 import datetime
-import inspect
 
 import torch.distributed as dist
 
 from .exchange import ParallelDecodeError
 from .passes import DEFAULT_TIMEOUT, run_parallel
+from .scoped import split_calls
 from .splits import SPLITS, UNSUPPORTED, Split, split_of
 
 
@@ -51,6 +50,7 @@ def decode(
     """`vae.decode(latents, *args, **kwargs)` with its tiles split over the ranks of `group`.
 
     Every rank must call it with the same latents (checked: different inputs raise `ParallelDecodeError` on all).
+    It runs under `torch.no_grad()`: inference only, the output does not track gradients.
 
     Args:
         group: the process group (default: the default group). A group of one runs the plain `vae.decode`.
@@ -85,38 +85,20 @@ def encode(
     )
 
 
-@contextlib.contextmanager
 def tiled(vae, group=None, dst: int | None = None, timeout: datetime.timedelta = DEFAULT_TIMEOUT):
-    """Inside the block, `vae.decode` and `vae.encode` (where the class splits) run split over `group`'s ranks.
-
-    For pipelines, which call `vae.decode` themselves: `with tileblend.parallel.tiled(pipe.vae): pipe(...)`.
+    """A block inside which `vae.decode` and `vae.encode` (where the class splits) run split over `group`'s ranks,
+    whoever calls them: `with tileblend.parallel.tiled(pipe.vae): pipe(...)`. Only `vae` is affected (a copy of it,
+    other instances of its class and other threads' models are not), and it pickles and deep-copies as outside.
+    Like `decode`, the split calls run without gradient tracking.
     """
     group = _group(group)
-    replaced = {}
-    for path, function in (("decode", decode), ("encode", encode)):
+    paths = []
+    for path in ("decode", "encode"):
         try:
             split_of(vae, path)
         except NotImplementedError:
             continue
-        # The input's own name ("z" for decode, "x" for encode), so that `vae.decode(z=latents)` works too.
-        first = next(iter(inspect.signature(getattr(vae, path)).parameters))
-
-        def parallel(*args, _function=function, _first=first, **kwargs):
-            if not args and _first not in kwargs:
-                raise TypeError(f"missing the input argument {_first!r}")
-            x, args = (args[0], args[1:]) if args else (kwargs.pop(_first), ())
-            return _function(vae, x, *args, group=group, dst=dst, timeout=timeout, **kwargs)
-
-        replaced[path] = parallel
-    if not replaced:
+        paths.append(path)
+    if not paths:
         split_of(vae, "decode")  # raises, naming the class and why
-    saved = {path: vae.__dict__.get(path) for path in replaced}
-    vae.__dict__.update(replaced)
-    try:
-        yield vae
-    finally:
-        for path, value in saved.items():
-            if value is None:
-                del vae.__dict__[path]
-            else:
-                vae.__dict__[path] = value
+    return split_calls(vae, paths, group, dst, timeout)

@@ -36,12 +36,18 @@ def _same_on_all_ranks(values: torch.Tensor, group) -> bool:
 def fingerprint(x: torch.Tensor) -> torch.Tensor:
     """A few float64 numbers that differ, with high probability, between different inputs.
 
-    The shape and dtype, and three sums over the values (plain, squared, position-weighted). It
-    is a cheap check, not a hash: it reads the input once.
+    The shape and dtype, three sums over the finite values (plain, squared, position-weighted) and the
+    position-weighted counts of NaN, +inf and -inf. It is a cheap check, not a hash: it reads the input once. Sums
+    that overflow are the same on every rank given the same input; their NaN (+inf plus -inf) is written as 0 so that
+    equal inputs give equal fingerprints.
     """
-    values = torch.nan_to_num(x.detach().to(torch.float64).flatten())
+    flat = x.detach().flatten()
+    values = torch.nan_to_num(flat.to(torch.float64), nan=0.0, posinf=0.0, neginf=0.0)
     positions = torch.arange(1, values.numel() + 1, dtype=torch.float64, device=values.device)
-    sums = torch.stack([values.sum(), values.square().sum(), (values * positions).sum()]).cpu()
+    specials = (torch.isnan(flat), torch.isposinf(flat), torch.isneginf(flat))
+    sums = [values.sum(), values.square().sum(), (values * positions).sum()]
+    sums += [(mask * positions).sum() for mask in specials]
+    sums = torch.nan_to_num(torch.stack(sums), nan=0.0).cpu()
     header = torch.tensor([x.dim(), x.dtype.itemsize, x.dtype.is_floating_point, *x.shape][:16], dtype=torch.float64)
     return torch.cat([header, torch.zeros(16 - len(header), dtype=torch.float64), sums])
 

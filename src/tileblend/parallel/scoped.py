@@ -1,0 +1,75 @@
+"""`tileblend.parallel.tiled`: a model's own `decode`/`encode` calls run split over a group while a block runs.
+
+The model instance is not touched: its class's `decode`/`encode` is wrapped (once, however many blocks use the class)
+by a method that splits the call only for the instances registered by a running block, and calls the class's own
+method for every other instance. So a copy made inside the block (`copy.deepcopy`) decodes on its own, with its own
+weights, and the model pickles (`torch.save`) inside the block as outside; the wrapper goes when the last block on
+the class ends, unless someone replaced it meanwhile (their method stays).
+"""
+
+import contextlib
+import functools
+import inspect
+import threading
+import weakref
+
+from .passes import run_parallel
+
+
+_lock = threading.RLock()
+_active = weakref.WeakKeyDictionary()  # model -> (group, dst, timeout) of the block it runs in
+_installed: dict[
+    tuple[type, str], tuple[object, object, int]
+] = {}  # (cls, path) -> (own entry or None, wrapper, users)
+_inside = threading.local()  # `depth` > 0 while this thread runs a split call: the model's own method is called then
+
+
+def _wrapper(cls: type, path: str):
+    original = getattr(cls, path)
+    first = next(iter(list(inspect.signature(original).parameters)[1:]), "x")  # "z" for decode, "x" for encode
+
+    @functools.wraps(original)
+    def method(self, *args, **kwargs):
+        settings = _active.get(self)
+        if settings is None or getattr(_inside, "depth", 0):
+            return original(self, *args, **kwargs)
+        if not args and first not in kwargs:
+            raise TypeError(f"{path}() missing the input argument {first!r}")
+        x, args = (args[0], args[1:]) if args else (kwargs.pop(first), ())
+        group, dst, timeout = settings
+        _inside.depth = getattr(_inside, "depth", 0) + 1
+        try:
+            return run_parallel(self, path, x, args, kwargs, group=group, dst=dst, timeout=timeout)
+        finally:
+            _inside.depth -= 1
+
+    return method
+
+
+@contextlib.contextmanager
+def split_calls(model, paths: list[str], group, dst, timeout):
+    """Inside the block, `model.<path>(...)` for each of `paths` runs split over `group` (see `tileblend.parallel`)."""
+    cls = type(model)
+    with _lock:
+        if model in _active:
+            raise RuntimeError("tileblend.parallel.tiled() blocks on the same model do not nest")
+        _active[model] = (group, dst, timeout)
+        for path in paths:
+            own, wrapper, users = _installed.get((cls, path)) or (vars(cls).get(path), _wrapper(cls, path), 0)
+            if users == 0:
+                setattr(cls, path, wrapper)
+            _installed[(cls, path)] = (own, wrapper, users + 1)
+    try:
+        yield model
+    finally:
+        with _lock:
+            del _active[model]
+            for path in paths:
+                own, wrapper, users = _installed.pop((cls, path))
+                if users > 1:
+                    _installed[(cls, path)] = (own, wrapper, users - 1)
+                elif vars(cls).get(path) is wrapper:
+                    if own is None:
+                        delattr(cls, path)
+                    else:
+                        setattr(cls, path, own)
