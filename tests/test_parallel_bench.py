@@ -34,6 +34,42 @@ def test_parallel_benchmark_reports_both_arms_and_equal_outputs(tmp_path, capsys
     assert record["speedup"] == record["single_median_ms"] / record["parallel_median_ms"]
 
 
+def processes_mentioning(text: str) -> list[int]:
+    """The PIDs of the running processes whose command line contains `text` (Linux /proc)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and text in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process table from /proc")
+def test_an_arm_past_its_timeout_is_killed_with_its_ranks(tmp_path, capsys):
+    """torchrun and both ranks go when the parallel arm runs past its timeout (no orphans), with one line, exit 3."""
+    import time
+
+    from tileblend.bench import parallel
+    from tileblend.bench.options import run_config
+    from tileblend.cli import build_parser
+
+    args = build_parser().parse_args(["bench", "parallel", "--preset", "small", "--size", "128", "--device", "cpu"])
+    config = parallel.decode.workload_config(args) | run_config(args) | {"reps": 100_000}  # far past the timeout
+    out = tmp_path / "parallel-arm"
+    started = time.monotonic()
+    with pytest.raises(parallel.ArmTimeout, match="ran past --timeout 3 s; it and its ranks were killed"):
+        parallel._run_arm(config, 2, out, timeout=3)
+    assert time.monotonic() - started < 30
+    time.sleep(1)
+    assert processes_mentioning(str(out)) == []  # the ranks' command lines hold the output folder
+
+    assert tileblend(["bench", "parallel", "--preset", "small", "--size", "128", "--timeout", "0.5"]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "ran past --timeout 0.5 s" in err
+
+
 def test_parallel_benchmark_refuses_one_process():
     assert tileblend(["bench", "parallel", "--preset", "small", "--nproc", "1"]) == 2
 

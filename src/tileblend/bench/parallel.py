@@ -12,6 +12,7 @@ This module is also the worker: `python -m tileblend.bench.parallel --config JSO
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -63,7 +64,8 @@ def add_parser(subparsers) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run both arms; returns 1 if their outputs differ, 2 on a usage error."""
+    """Run both arms; returns 1 if their outputs differ, 2 on a usage error, 3 if an arm ran past --timeout (its
+    processes, torchrun's ranks included, are killed)."""
     if args.nproc < 2 or args.reps < 1 or args.warmup < 0:
         print("--nproc must be at least 2, --reps at least 1, --warmup at least 0", file=sys.stderr)
         return 2
@@ -80,9 +82,13 @@ def main(args: argparse.Namespace) -> int:
     )
     print(title, flush=True)
     with tempfile.TemporaryDirectory(prefix="tileblend-parallel-") as tmp:
-        single = _run_arm(config, 1, Path(tmp, "single"), args.timeout)
-        print(f"single: median {single[0]['median_ms']:.1f} ms", flush=True)
-        ranks = _run_arm(config, args.nproc, Path(tmp, "parallel"), args.timeout)
+        try:
+            single = _run_arm(config, 1, Path(tmp, "single"), args.timeout)
+            print(f"single: median {single[0]['median_ms']:.1f} ms", flush=True)
+            ranks = _run_arm(config, args.nproc, Path(tmp, "parallel"), args.timeout)
+        except ArmTimeout as error:
+            print(f"tileblend bench parallel: {error}", file=sys.stderr)
+            return 3
         outputs_equal = bitwise_equal(
             torch.load(Path(tmp, "single", "output.pt")), torch.load(Path(tmp, "parallel", "output.pt"))
         )
@@ -104,6 +110,10 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+class ArmTimeout(Exception):
+    """An arm ran past `--timeout`; its whole process tree was killed."""
+
+
 def _run_arm(config: dict, nproc: int, out: Path, timeout: float) -> list[dict]:
     """Start the worker (alone, or under torchrun for nproc > 1), wait, and return each rank's result."""
     out.mkdir(parents=True)
@@ -114,13 +124,18 @@ def _run_arm(config: dict, nproc: int, out: Path, timeout: float) -> list[dict]:
     else:
         command = [sys.executable, *worker]
     env = worker_environment(OMP_NUM_THREADS=str(config["threads"]))
-    completed = subprocess.run(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout
+    # A session of its own, so that on a timeout the whole tree (torchrun and its ranks) is killed, not torchrun alone.
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     )
-    if completed.returncode != 0:
-        raise RuntimeError(
-            f"the {nproc}-process arm failed (exit {completed.returncode}):\n{completed.stdout[-4000:]}"
-        )
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        raise ArmTimeout(f"the {nproc}-process arm ran past --timeout {timeout:g} s; it and its ranks were killed")
+    if process.returncode != 0:
+        raise RuntimeError(f"the {nproc}-process arm failed (exit {process.returncode}):\n{output[-4000:]}")
     return [json.loads(Path(out, f"rank{rank}.json").read_text(encoding="utf-8")) for rank in range(nproc)]
 
 
