@@ -110,6 +110,28 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _kill_tree(pid: int) -> None:
+    """SIGKILL the session of `pid` and every process descended from it (found in /proc on Linux)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    tree, pending = [], [pid]
+    while pending:
+        found = children.get(pending.pop(), [])
+        tree += found
+        pending += found
+    os.killpg(pid, signal.SIGKILL)
+    for descendant in tree:
+        try:
+            os.kill(descendant, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 class ArmTimeout(Exception):
     """An arm ran past `--timeout`; its whole process tree was killed."""
 
@@ -124,14 +146,14 @@ def _run_arm(config: dict, nproc: int, out: Path, timeout: float) -> list[dict]:
     else:
         command = [sys.executable, *worker]
     env = worker_environment(OMP_NUM_THREADS=str(config["threads"]))
-    # A session of its own, so that on a timeout the whole tree (torchrun and its ranks) is killed, not torchrun alone.
+    # A session of its own, and on a timeout every descendant too (torchrun starts its ranks in sessions of theirs).
     process = subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     )
     try:
         output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
+        _kill_tree(process.pid)
         process.communicate()
         raise ArmTimeout(f"the {nproc}-process arm ran past --timeout {timeout:g} s; it and its ranks were killed")
     if process.returncode != 0:
