@@ -54,3 +54,11 @@ def test_verify_json_goes_into_a_new_directory(tmp_path):
     )
     records = json.loads(path.read_text())
     assert records and all(record["check"] == "method" and record["exact"] for record in records)
+
+
+@pytest.mark.parametrize("benchmark", ["decode", "parallel"])
+def test_an_output_larger_than_memory_is_refused_with_what_it_needs(benchmark, capsys):
+    """1,000,000 px square: the output alone is about 11 TiB in float32; said before any work, exit 2."""
+    assert tileblend(["bench", benchmark, "--preset", "small", "--size", "1000000", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert "the decoded output alone would take 11175.9 GiB and cpu has" in err and err.count("\n") == 1

@@ -27,6 +27,7 @@ import argparse
 import inspect
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -257,10 +258,33 @@ def describe(config: dict) -> str:
     return f"{source}, {clip}{config['size'][0]}x{config['size'][1]}, {tiles}"
 
 
+def check_output_fits(config: dict) -> None:
+    """Raise ValueError, saying what it would need, when the decoded output alone (3 channels, the config's size and
+    frames, its dtype) is larger than the memory available on the config's device (CUDA: free device memory; CPU:
+    MemAvailable of /proc/meminfo, unchecked where that file is missing)."""
+    device = torch.device(config["device"])
+    needed = 3 * (config["frames"] or 1) * config["size"][0] * config["size"][1] * DTYPES[config["dtype"]].itemsize
+    if device.type == "cuda":
+        available = torch.cuda.mem_get_info(device)[0]
+    else:
+        meminfo = Path("/proc/meminfo")
+        lines = meminfo.read_text().splitlines() if meminfo.is_file() else []
+        kib = [int(line.split()[1]) for line in lines if line.startswith("MemAvailable:")]
+        if not kib:
+            return
+        available = kib[0] * 1024
+    if needed > available:
+        raise ValueError(
+            f"the decoded output alone would take {needed / 2**30:.1f} GiB and {device.type} has "
+            f"{available / 2**30:.1f} GiB available: use a smaller --size or --frames"
+        )
+
+
 def main(args: argparse.Namespace) -> int:
     """Run the decode benchmark; returns 1 if arm A and arm B decode to different bits, 2 on a usage error."""
     try:
         config = workload_config(args) | run_config(args)
+        check_output_fits(config)
     except ValueError as error:
         print(f"tileblend bench decode: {error}", file=sys.stderr)
         return 2

@@ -70,11 +70,11 @@ def main(args: argparse.Namespace) -> int:
         print("--nproc must be at least 2, --reps at least 1, --warmup at least 0", file=sys.stderr)
         return 2
     try:
-        workload = decode.workload_config(args)
+        config = decode.workload_config(args) | run_config(args)
+        decode.check_output_fits(config)
     except ValueError as error:
-        print(error, file=sys.stderr)
+        print(f"tileblend bench parallel: {error}", file=sys.stderr)
         return 2
-    config = workload | run_config(args)
     clip = f"{config['frames']} frames of " if config["frames"] else ""
     title = (
         f"tileblend bench parallel: random-weight preset {args.preset}, {clip}{config['size'][0]}x{config['size'][1]}, "
