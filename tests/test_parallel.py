@@ -122,6 +122,16 @@ def _error_cases(rank, world_size) -> dict:
     attempt("tiling disabled", lambda: _output(model, entry, "decode", x))
     model.enable_tiling()
     attempt("different inputs", lambda: _output(model, entry, "decode", x + rank))
+    attempt("different dst", lambda: _output(model, entry, "decode", x, dst=None if rank == 0 else 0))
+    if rank == 0:
+        model.disable_tiling()
+    attempt("tiling on some ranks only", lambda: _output(model, entry, "decode", x))
+    model.enable_tiling()
+    other_weights = build_model(entry)
+    if rank == 0:
+        with torch.no_grad():
+            next(other_weights.parameters()).add_(1.0)
+    attempt("different weights", lambda: _output(other_weights, entry, "decode", x))
 
     def failing_decoder(*args, **kwargs):
         raise RuntimeError("out of memory (injected)")
@@ -256,6 +266,9 @@ def check_bad_inputs(world_size, results):
         errors = rank_results["errors"]
         assert errors["tiling disabled"].startswith("ValueError: tiling is disabled on this AutoencoderKL")
         assert errors["different inputs"].startswith("ParallelDecodeError: the ranks were given different inputs")
+        assert errors["different dst"].startswith("ParallelDecodeError: the ranks were given different dst")
+        assert "different tiling switches" in errors["tiling on some ranks only"]
+        assert errors["different weights"].startswith("ParallelDecodeError: the ranks were given different weights")
         assert errors["rank fails"].startswith(f"ParallelDecodeError: rank(s) [{world_size - 1}] failed")
         if rank == world_size - 1:
             assert "out of memory (injected)" in errors["rank fails"]
@@ -392,7 +405,8 @@ def test_same_inputs_with_infinities_of_both_signs_are_the_same_input():
     assert not torch.equal(exchange.fingerprint(x), exchange.fingerprint(moved))
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
-        exchange.check_same_input(x, dist.group.WORLD, torch.device("cpu"))  # raised "different inputs" before
+        facts = {"inputs": exchange.fingerprint(x)}
+        exchange.agree(facts, dist.group.WORLD, torch.device("cpu"), datetime.timedelta(seconds=5))  # raised before
     finally:
         dist.destroy_process_group()
 

@@ -1,4 +1,5 @@
-"""What the ranks send each other: an input fingerprint, a status after the tiles, and the tiles' outputs.
+"""What the ranks send each other: the facts of the call they agree on, a status after the tiles, and the tiles'
+outputs.
 
 Each rank packs the outputs of the calls it computed into one flat byte buffer, in call order; every rank knows every
 buffer's layout from the plan. With a destination rank, each other rank sends its buffer to it (point to point);
@@ -52,12 +53,33 @@ def fingerprint(x: torch.Tensor) -> torch.Tensor:
     return torch.cat([header, torch.zeros(16 - len(header), dtype=torch.float64), sums])
 
 
-def check_same_input(x: torch.Tensor, group, device: torch.device) -> None:
-    """Raise `ParallelDecodeError` on every rank unless all ranks were given the same input (one all_reduce)."""
-    if not _same_on_all_ranks(fingerprint(x).to(device), group):
+def agree(facts: dict[str, torch.Tensor], group, device: torch.device, timeout: datetime.timedelta) -> None:
+    """Raise `ParallelDecodeError` on every rank unless every rank holds the same `facts` (name -> float64 values).
+
+    On gloo a `monitored_barrier` first waits at most `timeout` for every rank (a rank that never comes is named);
+    then one all_reduce compares the facts, and the error names those that differ.
+    """
+    if dist.get_backend(group) == "gloo":
+        try:
+            dist.monitored_barrier(group=group, timeout=timeout, wait_all_ranks=True)
+        except RuntimeError as error:
+            raise ParallelDecodeError(
+                f"a rank did not reach the call within {timeout.total_seconds():g} s (it died, hangs, or called with "
+                f"other arguments): {error}"
+            ) from error
+    values = torch.cat([fact.to(torch.float64).flatten().cpu() for fact in facts.values()]).to(device)
+    both = torch.cat([values, -values])
+    dist.all_reduce(both, op=dist.ReduceOp.MAX, group=group)
+    differs = (both[: len(values)] != -both[len(values) :]).cpu()
+    names, start = [], 0
+    for name, fact in facts.items():
+        if differs[start : start + fact.numel()].any():
+            names.append(name)
+        start += fact.numel()
+    if names:
         raise ParallelDecodeError(
-            "the ranks were given different inputs (shape or values differ): every rank must pass the same latents "
-            "to tileblend.parallel"
+            f"the ranks were given different {', '.join(names)}: every rank must make the same call to "
+            "tileblend.parallel"
         )
 
 

@@ -16,6 +16,7 @@ single-device pass leaves them.
 
 import datetime
 import weakref
+import zlib
 
 import torch
 import torch.distributed as dist
@@ -56,13 +57,27 @@ def _run(model, path: str, x: torch.Tensor, args, kwargs):
 
 def run_parallel(model, path: str, x: torch.Tensor, args, kwargs, *, group, dst, timeout, report=None):
     """Run `model.<path>(x, *args, **kwargs)` ("encode" or "decode") split over `group`; see `tileblend.parallel`."""
-    if not getattr(model, "use_tiling", False):
+    split = split_of(model, path)
+    rank, world_size = dist.get_rank(group), dist.get_world_size(group)
+    tiling = bool(getattr(model, "use_tiling", False))
+    valid_dst = dst is None or (type(dst) is int and 0 <= dst < world_size)
+    if world_size > 1:
+        # Every rank checks the same facts before any work, so that a mismatch or a bad argument raises on all of
+        # them at once instead of leaving the others waiting.
+        with torch.no_grad():
+            facts = {
+                "inputs (shape or values)": exchange.fingerprint(x),
+                "dst": torch.tensor([-1.0 if dst is None else float(dst) if valid_dst else -2.0]),
+                "tiling switches": torch.tensor([float(tiling)]),
+                "model classes or tile settings": _model_digest(model),
+                "weights": _weights_fingerprint(model),
+            }
+            exchange.agree(facts, group, exchange.comm_device(group, x.device), timeout)
+    if not tiling:
         raise ValueError(
             f"tiling is disabled on this {type(model).__name__}: call enable_tiling() before a parallel tiled {path}"
         )
-    split = split_of(model, path)
-    rank, world_size = dist.get_rank(group), dist.get_world_size(group)
-    if dst is not None and (type(dst) is not int or not 0 <= dst < world_size):
+    if not valid_dst:
         raise ValueError(f"dst must be a rank of the group (an int from 0 to {world_size - 1}), got {dst!r}")
     if world_size == 1:
         with torch.no_grad():
@@ -71,7 +86,6 @@ def run_parallel(model, path: str, x: torch.Tensor, args, kwargs, *, group, dst,
 
     with torch.no_grad():
         device = exchange.comm_device(group, x.device)
-        exchange.check_same_input(x, group, device)
         calls = _shared_plan(model, split, path, x, args, kwargs, group)
         plan = Plan(calls=tuple(calls), owners=assign(tile_costs(calls), world_size))
         if report is not None:
@@ -93,6 +107,31 @@ def run_parallel(model, path: str, x: torch.Tensor, args, kwargs, *, group, dst,
         result = _replay_pass(model, split, plan, received, x.device, lambda: _run(model, path, x, args, kwargs))
         random_state.write(after)
         return result
+
+
+def _model_digest(model) -> torch.Tensor:
+    """A CRC of the model's class and tiling settings (its `tile_*` and `use_*` attributes: sizes, strides, overlap,
+    switches), as a float64 tensor. Other attributes may legitimately differ: a pass leaves caches on the rank that ran
+    it."""
+    attributes = sorted(
+        (name, value)
+        for name, value in vars(model).items()
+        if name.startswith(("tile_", "use_")) and isinstance(value, (bool, int, float, str))
+    )
+    text = f"{type(model).__module__}.{type(model).__qualname__}:{attributes!r}"
+    return torch.tensor([float(zlib.crc32(text.encode()))], dtype=torch.float64)
+
+
+def _weights_fingerprint(model) -> torch.Tensor:
+    """Two float64 sums over the parameters and buffers (position-weighted sums, sums of squares): equal weights give
+    equal numbers; a cheap check (one read of the weights), not a hash."""
+    tensors = [tensor.detach() for tensor in (*model.parameters(), *model.buffers()) if tensor.is_floating_point()]
+    if not tensors:
+        return torch.zeros(2, dtype=torch.float64)
+    sums = torch.stack([tensor.to(torch.float64).sum() for tensor in tensors])
+    squares = torch.stack([tensor.to(torch.float64).square().sum() for tensor in tensors])
+    positions = torch.arange(1, len(tensors) + 1, dtype=torch.float64, device=sums.device)
+    return torch.nan_to_num(torch.stack([(sums * positions).sum(), squares.sum()]), nan=0.0).cpu()
 
 
 _PLANS: "weakref.WeakKeyDictionary[torch.nn.Module, dict]" = weakref.WeakKeyDictionary()
