@@ -412,15 +412,21 @@ def test_a_test_module_created_after_planning_stops_the_write(pristine, tmp_path
     assert (root / TEST_MODULE_PATH).read_text() == "# someone else's module\n"
 
 
-def test_a_symlink_out_of_the_tree_is_refused(pristine, tmp_path, capsys):
-    """A module that links to a file outside the checkout: nothing is written, there or in the tree."""
-    root = link_tree(pristine, tmp_path / "checkout")
+def moved_behind_a_link(root: Path, folder: Path) -> tuple[Path, Path]:
+    """Move the checkout's autoencoder_kl.py into `folder` and leave a symbolic link to it; (link, real file)."""
     kl = root / "src" / "diffusers" / AUTOENCODERS / "autoencoder_kl.py"
-    real = tmp_path / "elsewhere" / "autoencoder_kl.py"
+    real = folder / "autoencoder_kl.py"
     real.parent.mkdir()
     real.write_bytes(kl.read_bytes())
     kl.unlink()
     kl.symlink_to(real)
+    return kl, real
+
+
+def test_a_symlink_out_of_the_tree_is_refused(pristine, tmp_path, capsys):
+    """A module that links to a file outside the checkout: nothing is written, there or in the tree."""
+    root = link_tree(pristine, tmp_path / "checkout")
+    kl, real = moved_behind_a_link(root, tmp_path / "elsewhere")
     before, outside = snapshot(root), real.read_bytes()
 
     code, _, err = run_rewrite(capsys, root)
@@ -432,12 +438,7 @@ def test_a_symlink_out_of_the_tree_is_refused(pristine, tmp_path, capsys):
 def test_symlinks_mode_and_owner_are_kept(pristine, tmp_path, capsys):
     """A module that links to a file elsewhere in the checkout is written there, keeping its mode and owner."""
     root = link_tree(pristine, tmp_path / "checkout")
-    kl = root / "src" / "diffusers" / AUTOENCODERS / "autoencoder_kl.py"
-    real = root / "elsewhere" / "autoencoder_kl.py"
-    real.parent.mkdir()
-    real.write_bytes(kl.read_bytes())
-    kl.unlink()
-    kl.symlink_to(real)
+    kl, real = moved_behind_a_link(root, root / "elsewhere")
     real.chmod(0o640)
     owner = (4321, 4322) if os.getuid() == 0 else (os.getuid(), os.getgid())
     os.chown(real, *owner)

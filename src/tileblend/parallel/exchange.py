@@ -53,20 +53,26 @@ def fingerprint(x: torch.Tensor) -> torch.Tensor:
     return torch.cat([header, torch.zeros(16 - len(header), dtype=torch.float64), sums])
 
 
+def wait_for_all(group, timeout: datetime.timedelta, step: str, why: str, cause: BaseException | None = None) -> None:
+    """On gloo, wait at most `timeout` for every rank (a `monitored_barrier`); raise `ParallelDecodeError` saying which
+    `step` a rank did not reach and `why` that may be. Other backends rely on the process group's own timeout."""
+    if dist.get_backend(group) != "gloo":
+        return
+    try:
+        dist.monitored_barrier(group=group, timeout=timeout, wait_all_ranks=True)
+    except RuntimeError as error:
+        raise ParallelDecodeError(
+            f"a rank did not {step} within {timeout.total_seconds():g} s ({why}): {error}"
+        ) from (cause or error)
+
+
 def agree(facts: dict[str, torch.Tensor], group, device: torch.device, timeout: datetime.timedelta) -> None:
     """Raise `ParallelDecodeError` on every rank unless every rank holds the same `facts` (name -> float64 values).
 
     On gloo a `monitored_barrier` first waits at most `timeout` for every rank (a rank that never comes is named);
     then one all_reduce compares the facts, and the error names those that differ.
     """
-    if dist.get_backend(group) == "gloo":
-        try:
-            dist.monitored_barrier(group=group, timeout=timeout, wait_all_ranks=True)
-        except RuntimeError as error:
-            raise ParallelDecodeError(
-                f"a rank did not reach the call within {timeout.total_seconds():g} s (it died, hangs, or called with "
-                f"other arguments): {error}"
-            ) from error
+    wait_for_all(group, timeout, "reach the call", "it died, hangs, or called with other arguments")
     values = torch.cat([fact.to(torch.float64).flatten().cpu() for fact in facts.values()]).to(device)
     both = torch.cat([values, -values])
     dist.all_reduce(both, op=dist.ReduceOp.MAX, group=group)
@@ -89,14 +95,7 @@ def check_status(error: BaseException | None, group, device: torch.device, timeo
     On gloo a `monitored_barrier` first waits at most `timeout` for every rank and names the ones that never come (a
     rank that died or hangs). Then one all_reduce gathers who failed.
     """
-    if dist.get_backend(group) == "gloo":
-        try:
-            dist.monitored_barrier(group=group, timeout=timeout, wait_all_ranks=True)
-        except RuntimeError as barrier_error:
-            raise ParallelDecodeError(
-                f"a rank did not finish its tiles within {timeout.total_seconds():g} s (it died or hangs): "
-                f"{barrier_error}"
-            ) from error
+    wait_for_all(group, timeout, "finish its tiles", "it died or hangs", cause=error)
     world_size = dist.get_world_size(group)
     failed = torch.zeros(world_size, dtype=torch.float64, device=device)
     failed[dist.get_rank(group)] = 1.0 if error is not None else 0.0
