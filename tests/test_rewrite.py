@@ -466,3 +466,23 @@ def test_loops_in_nested_classes_are_skipped_and_reported(pristine, tmp_path, ca
     )
     assert ", 1 skipped, " in out
     assert kl.read_text().endswith(nested)
+
+
+@pytest.mark.parametrize(
+    "flag, reason", [("+a", "its directory is append-only (chattr +a)"), ("+i", "its directory is read-only")]
+)
+def test_an_append_only_or_immutable_directory_is_refused_and_left_clean(pristine, tmp_path, capsys, flag, reason):
+    """A directory whose entries cannot be renamed or removed (`chattr +a`/`+i`): refused before any temporary file
+    is made there (one could never be removed), nothing written."""
+    root = link_tree(pristine, tmp_path / "checkout")
+    folder = root / "src" / "diffusers" / AUTOENCODERS
+    before = snapshot(root)
+    if shutil.which("chattr") is None or subprocess.run(["chattr", flag, str(folder)]).returncode != 0:
+        pytest.skip("chattr cannot set attributes here (not root, or a file system without them)")
+    try:
+        code, _, err = run_rewrite(capsys, root)
+        leftovers = [path.name for path in folder.iterdir() if path.name.endswith(".tmp")]
+    finally:
+        subprocess.run(["chattr", flag.replace("+", "-"), str(folder)], check=True)
+    assert code == 2 and f"{reason}; nothing was written" in err and err.count("\n") == 1
+    assert leftovers == [] and snapshot(root) == before

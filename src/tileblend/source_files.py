@@ -16,9 +16,11 @@ lines that were edited:
   before replacing it, a file that has changed since (an edit made while the rewrite ran is never lost).
 """
 
+import array
 import io
 import os
 import re
+import sys
 import tempfile
 import tokenize
 from dataclasses import dataclass
@@ -27,6 +29,11 @@ from pathlib import Path
 
 COPIED_FROM = re.compile(r"^(\s*)#\s*Copied from\s+diffusers\.(\S+\.\S+)\s*($|\S.*$)")
 NEW_FILE_MODE = 0o644
+FS_IOC_GETFLAGS = 0x80086601
+"""Linux's ioctl that reads an inode's attribute flags (what `lsattr` prints)."""
+FS_APPEND_FL = 0x20
+"""The append-only flag (`chattr +a`): a file can only grow, a directory's entries can be neither renamed nor removed
+(an immutable one, `chattr +i`, is refused as read-only)."""
 _UNCHECKED = object()
 """The `read_as` entry of a file written without checking what it holds."""
 
@@ -96,12 +103,33 @@ def _target(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
+def _attribute_flags(path: Path) -> int:
+    """The inode's attribute flags on Linux (`lsattr`); 0 elsewhere and on file systems that have none."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    import fcntl
+
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        flags = array.array("l", [0])
+        fcntl.ioctl(descriptor, FS_IOC_GETFLAGS, flags)
+        return flags[0]
+    except OSError:
+        return 0
+    finally:
+        os.close(descriptor)
+
+
 def _check_writable(path: Path) -> None:
-    """Refuse files without write permission, even for a user (root) who could replace them anyway."""
+    """Refuse files without write permission, even for a user (root) who could replace them anyway, and directories
+    and files that cannot be replaced or removed (append-only), where a temporary file could not be cleaned up."""
     if path.exists() and (not os.access(path, os.W_OK) or not path.stat().st_mode & 0o222):
         raise SourceError(f"cannot write {path}: the file is read-only; nothing was written")
     if not os.access(path.parent, os.W_OK):
         raise SourceError(f"cannot write {path}: its directory is read-only; nothing was written")
+    for item, name in ((path.parent, "its directory"), (path, "the file")):
+        if item.exists() and _attribute_flags(item) & FS_APPEND_FL:
+            raise SourceError(f"cannot write {path}: {name} is append-only (chattr +a); nothing was written")
 
 
 def _stage(target: Path, data: bytes, like: os.stat_result | None) -> Path:

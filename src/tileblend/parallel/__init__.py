@@ -56,8 +56,9 @@ def decode(
         group: the process group (default: the default group). A group of one runs the plain `vae.decode`.
         dst: the rank (in `group`) that gets the result; the others return None and never hold the whole output.
             None (the default): every rank gets it.
-        timeout: how long a rank waits for the others to finish their tiles (gloo: a `monitored_barrier` names the
-            ranks that did not come); a rank that raised makes every rank raise `ParallelDecodeError` at once.
+        timeout: the longest a rank waits for the others at each step (the call, the plan, the tiles, the
+            exchange); past it, or when a rank fails or dies, every rank raises `ParallelDecodeError` naming the
+            rank(s) and what happened (on gloo; other backends name no rank). The group is unusable afterwards.
         report: a dict that gets what this rank did: "tiles" (of the whole pass), "own_tiles" (computed here),
             "sent" and "received" (bytes of decoded tiles).
 

@@ -5,9 +5,14 @@ Each rank packs the outputs of the calls it computed into one flat byte buffer, 
 buffer's layout from the plan. With a destination rank, each other rank sends its buffer to it (point to point);
 without one, each buffer is broadcast from its rank to all. Bytes are sent as `uint8`, so every dtype travels as is
 on gloo and NCCL.
+
+No rank ever waits longer than the call's `timeout` for the others: each step starts with `wait_for_all`, which names
+the ranks that did not come, and every operation is started asynchronously and waited on inside `bounded`.
 """
 
+import contextlib
 import datetime
+import time
 
 import torch
 import torch.distributed as dist
@@ -53,29 +58,73 @@ def fingerprint(x: torch.Tensor) -> torch.Tensor:
     return torch.cat([header, torch.zeros(16 - len(header), dtype=torch.float64), sums])
 
 
-def wait_for_all(group, timeout: datetime.timedelta, step: str, why: str, cause: BaseException | None = None) -> None:
-    """On gloo, wait at most `timeout` for every rank (a `monitored_barrier`); raise `ParallelDecodeError` saying which
-    `step` a rank did not reach and `why` that may be. Other backends rely on the process group's own timeout."""
-    if dist.get_backend(group) != "gloo":
-        return
+def _remaining(deadline: float) -> datetime.timedelta:
+    # At least a millisecond: a zero timeout means "wait forever" to `Work.wait`.
+    return datetime.timedelta(seconds=max(deadline - time.monotonic(), 1e-3))
+
+
+@contextlib.contextmanager
+def bounded(timeout: datetime.timedelta, what: str):
+    """A block that starts asynchronous operations and waits for each with the function it yields (`wait(work)`), at
+    most `timeout` in all; an operation that fails or times out raises `ParallelDecodeError` saying that `what` failed
+    (a rank that is late or hangs, or that died: gloo reports a closed connection at once)."""
+    deadline = time.monotonic() + timeout.total_seconds()
     try:
-        dist.monitored_barrier(group=group, timeout=timeout, wait_all_ranks=True)
+        yield lambda work: work.wait(_remaining(deadline))
     except RuntimeError as error:
-        raise ParallelDecodeError(
-            f"a rank did not {step} within {timeout.total_seconds():g} s ({why}): {error}"
-        ) from (cause or error)
+        seconds = timeout.total_seconds()
+        raise ParallelDecodeError(f"{what} failed (waited at most {seconds:g} s): {error}") from error
+
+
+def wait_for_all(
+    group, device: torch.device, timeout: datetime.timedelta, step: str, why: str, cause: BaseException | None = None
+) -> None:
+    """Wait at most `timeout` until every rank has reached `step`; raise `ParallelDecodeError` on every rank that
+    waited in vain, naming the ranks that did not come and `why` that may be.
+
+    On gloo every rank sends each other rank a token and waits for theirs, so the missing ranks are named; on other
+    backends one all_reduce is waited on with `timeout`.
+    """
+    if dist.get_backend(group) != "gloo":
+        with bounded(timeout, f"waiting for every rank to {step} ({why})") as wait:
+            wait(dist.all_reduce(torch.zeros(1, device=device), group=group, async_op=True))
+        return
+    deadline = time.monotonic() + timeout.total_seconds()
+    rank = dist.get_rank(group)
+    token, sends, receives, missing = torch.zeros(1, dtype=torch.uint8), [], {}, []
+    for peer in range(dist.get_world_size(group)):
+        if peer == rank:
+            continue
+        try:
+            sends.append(dist.isend(token, dist.get_global_rank(group, peer), group=group))
+            received = torch.zeros(1, dtype=torch.uint8)
+            receives[peer] = (received, dist.irecv(received, dist.get_global_rank(group, peer), group=group))
+        except RuntimeError:  # its connection is closed: it died
+            missing.append(peer)
+    for peer, (_, work) in receives.items():
+        try:
+            work.wait(_remaining(deadline))
+        except RuntimeError:
+            missing.append(peer)
+    if missing:
+        seconds = timeout.total_seconds()
+        raise ParallelDecodeError(f"rank(s) {sorted(missing)} did not {step} within {seconds:g} s ({why})") from cause
+    with bounded(_remaining(deadline), f"telling the other ranks that this one reached '{step}'") as wait:
+        for work in sends:
+            wait(work)
 
 
 def agree(facts: dict[str, torch.Tensor], group, device: torch.device, timeout: datetime.timedelta) -> None:
     """Raise `ParallelDecodeError` on every rank unless every rank holds the same `facts` (name -> float64 values).
 
-    On gloo a `monitored_barrier` first waits at most `timeout` for every rank (a rank that never comes is named);
-    then one all_reduce compares the facts, and the error names those that differ.
+    Every rank first waits at most `timeout` for the others (`wait_for_all`), then one all_reduce compares the facts,
+    and the error names those that differ.
     """
-    wait_for_all(group, timeout, "reach the call", "it died, hangs, or called with other arguments")
+    wait_for_all(group, device, timeout, "reach the call", "it died, hangs, or called with other arguments")
     values = torch.cat([fact.to(torch.float64).flatten().cpu() for fact in facts.values()]).to(device)
     both = torch.cat([values, -values])
-    dist.all_reduce(both, op=dist.ReduceOp.MAX, group=group)
+    with bounded(timeout, "comparing the calls") as wait:
+        wait(dist.all_reduce(both, op=dist.ReduceOp.MAX, group=group, async_op=True))
     differs = (both[: len(values)] != -both[len(values) :]).cpu()
     names, start = [], 0
     for name, fact in facts.items():
@@ -89,21 +138,30 @@ def agree(facts: dict[str, torch.Tensor], group, device: torch.device, timeout: 
         )
 
 
-def check_status(error: BaseException | None, group, device: torch.device, timeout: datetime.timedelta) -> None:
-    """Tell every rank whether each rank computed its tiles; raise on all of them if one did not.
+MESSAGE_BYTES = 512
+"""How much of a failed rank's error message (UTF-8) the other ranks get."""
 
-    On gloo a `monitored_barrier` first waits at most `timeout` for every rank and names the ones that never come (a
-    rank that died or hangs). Then one all_reduce gathers who failed.
+
+def check_status(error: BaseException | None, group, device: torch.device, timeout: datetime.timedelta) -> None:
+    """Tell every rank whether each rank computed its tiles; raise on all of them if one did not, naming each failed
+    rank and its error.
+
+    Every rank first waits at most `timeout` for the others (`wait_for_all`: a rank that died or hangs is named), then
+    one all_gather shares each rank's error message (empty when it succeeded).
     """
-    wait_for_all(group, timeout, "finish its tiles", "it died or hangs", cause=error)
-    world_size = dist.get_world_size(group)
-    failed = torch.zeros(world_size, dtype=torch.float64, device=device)
-    failed[dist.get_rank(group)] = 1.0 if error is not None else 0.0
-    dist.all_reduce(failed, op=dist.ReduceOp.MAX, group=group)
-    ranks = [rank for rank in range(world_size) if failed[rank] > 0]
-    if ranks:
-        reason = f": {type(error).__name__}: {error}" if error is not None else ""
-        raise ParallelDecodeError(f"rank(s) {ranks} failed while computing their tiles{reason}") from error
+    wait_for_all(group, device, timeout, "finish its tiles", "it died or hangs", cause=error)
+    message = torch.zeros(MESSAGE_BYTES, dtype=torch.uint8)
+    if error is not None:
+        text = f"{type(error).__name__}: {error}".encode()[:MESSAGE_BYTES]
+        message[: len(text)] = torch.frombuffer(bytearray(text), dtype=torch.uint8)
+    messages = [torch.zeros_like(message, device=device) for _ in range(dist.get_world_size(group))]
+    with bounded(timeout, "sharing whether each rank computed its tiles") as wait:
+        wait(dist.all_gather(messages, message.to(device), group=group, async_op=True))
+    texts = [bytes(message.cpu().tolist()).rstrip(b"\0").decode(errors="replace") for message in messages]
+    failed = {rank: text for rank, text in enumerate(texts) if text}
+    if failed:
+        reasons = "; ".join(f"rank {rank}: {text}" for rank, text in failed.items())
+        raise ParallelDecodeError(f"rank(s) {list(failed)} failed while computing their tiles: {reasons}") from error
 
 
 def layout(plan: Plan, rank: int) -> tuple[list[int], list[int], int]:
@@ -138,8 +196,12 @@ def unpack(plan: Plan, rank: int, buffer: torch.Tensor, device: torch.device) ->
     return outputs
 
 
-def send_outputs(plan, outputs, group, device, dst: int | None, report: dict | None) -> dict[int, torch.Tensor]:
+def send_outputs(
+    plan, outputs, group, device, dst: int | None, timeout: datetime.timedelta, report: dict | None
+) -> dict[int, torch.Tensor]:
     """Move the computed outputs to the blending rank(s); returns every output on those ranks, none elsewhere.
+
+    Each rank's buffer moves in one operation (a broadcast from it, or a send to `dst`), waited on at most `timeout`.
 
     `report`, if given, gets the bytes this rank sent and received added to its "sent" and "received".
     """
@@ -148,35 +210,30 @@ def send_outputs(plan, outputs, group, device, dst: int | None, report: dict | N
     receivers = list(range(world_size)) if dst is None else [dst]
     received = dict(outputs) if rank in receivers else {}
     own = pack(plan, rank, outputs, send_device)
+    wait_for_all(group, send_device, timeout, "get to the exchange of the tiles", "it died or hangs")
     traffic = {"sent": own.numel() * len([receiver for receiver in receivers if receiver != rank]), "received": 0}
-    if dst is None:
-        for source in range(world_size):
-            buffer = (
-                own if source == rank else torch.empty(layout(plan, source)[2], dtype=torch.uint8, device=send_device)
-            )
-            if buffer.numel() == 0:
-                continue
-            dist.broadcast(buffer, src=dist.get_global_rank(group, source), group=group)
-            if source != rank:
-                traffic["received"] += buffer.numel()
-                received |= unpack(plan, source, buffer, device)
-        _add(report, traffic)
-        return received
-    if rank != dst:
-        if own.numel():
-            dist.send(own, dst=dist.get_global_rank(group, dst), group=group)
-        _add(report, traffic)
-        return {}
     for source in range(world_size):
         size = layout(plan, source)[2]
-        if source == rank or size == 0:
+        if size == 0 or (dst is not None and rank not in (source, dst)) or source == dst:
             continue
-        buffer = torch.empty(size, dtype=torch.uint8, device=send_device)
-        dist.recv(buffer, src=dist.get_global_rank(group, source), group=group)
-        traffic["received"] += size
-        received |= unpack(plan, source, buffer, device)
+        buffer = own if source == rank else torch.empty(size, dtype=torch.uint8, device=send_device)
+        destination = "the other ranks" if dst is None else f"rank {dst}"
+        with bounded(timeout, f"moving rank {source}'s tiles to {destination}") as wait:
+            wait(_move(buffer, source, rank, dst, group))
+        if source != rank:
+            traffic["received"] += size
+            received |= unpack(plan, source, buffer, device)
     _add(report, traffic)
     return received
+
+
+def _move(buffer: torch.Tensor, source: int, rank: int, dst: int | None, group):
+    """Start moving `source`'s buffer: a broadcast from it (no `dst`), or its send to `dst` (and `dst`'s receive)."""
+    if dst is None:
+        return dist.broadcast(buffer, src=dist.get_global_rank(group, source), group=group, async_op=True)
+    if source == rank:
+        return dist.isend(buffer, dist.get_global_rank(group, dst), group=group)
+    return dist.irecv(buffer, dist.get_global_rank(group, source), group=group)
 
 
 def _add(report: dict | None, traffic: dict) -> None:

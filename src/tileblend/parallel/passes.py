@@ -86,7 +86,7 @@ def run_parallel(model, path: str, x: torch.Tensor, args, kwargs, *, group, dst,
 
     with torch.no_grad():
         device = exchange.comm_device(group, x.device)
-        calls = _shared_plan(model, split, path, x, args, kwargs, group)
+        calls = _shared_plan(model, split, path, x, args, kwargs, group, device, timeout)
         plan = Plan(calls=tuple(calls), owners=assign(tile_costs(calls), world_size))
         if report is not None:
             report.update(tiles=plan.num_tiles, own_tiles=plan.owners.count(rank), sent=0, received=0)
@@ -100,7 +100,7 @@ def run_parallel(model, path: str, x: torch.Tensor, args, kwargs, *, group, dst,
         after = random_state.read()
         exchange.check_status(error, group, device, timeout)
 
-        received = exchange.send_outputs(plan, outputs, group, x.device, dst, report)
+        received = exchange.send_outputs(plan, outputs, group, x.device, dst, timeout, report)
         if dst is not None and rank != dst:
             return None
         random_state.write(random_state.saved)
@@ -148,12 +148,11 @@ def _plan_key(model, path: str, x: torch.Tensor, args, kwargs) -> tuple:
     return (path, tuple(x.shape), x.dtype, str(x.device), signature(args, kwargs), dtypes, attributes)
 
 
-def _shared_plan(model, split, path: str, x: torch.Tensor, args, kwargs, group) -> list:
+def _shared_plan(model, split, path: str, x: torch.Tensor, args, kwargs, group, device, timeout) -> list:
     """The calls of `model`'s pass, planned on the group's first rank (or taken from its cache) and sent to all.
 
-    An error on the first rank is sent instead, and raised on every rank.
+    An error on the first rank is sent instead, and raised on every rank; the others wait at most `timeout` for it.
     """
-    source = dist.get_global_rank(group, 0)
     message = [None]
     if dist.get_rank(group) == 0:
         key = _plan_key(model, path, x, args, kwargs)
@@ -164,7 +163,11 @@ def _shared_plan(model, split, path: str, x: torch.Tensor, args, kwargs, group) 
             message = [cache[key]]
         except Exception as error:
             message = [exchange.ParallelDecodeError(f"planning the tiles on rank 0 failed: {error!r}")]
-    dist.broadcast_object_list(message, src=source, group=group)
+    exchange.wait_for_all(group, device, timeout, "get to the plan", "rank 0 plans the tiles; it died or hangs")
+    try:
+        dist.broadcast_object_list(message, src=dist.get_global_rank(group, 0), group=group)
+    except RuntimeError as error:
+        raise exchange.ParallelDecodeError(f"sending the plan from rank 0 failed: {error}") from error
     if isinstance(message[0], Exception):
         raise message[0]
     return message[0]
