@@ -5,7 +5,11 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CHECK_DIRS := setup.py src tests utils examples
 
-.PHONY: install demo test style quality bench fix-copies upstream-pr upstream-check results gpu-check launches
+VERSION_TESTS := tests/test_blend_contract.py tests/test_blend_properties.py tests/test_patch.py tests/test_run.py \
+	tests/test_verify.py tests/test_models_tiled_parity.py tests/test_models_registry.py tests/test_recognize.py \
+	tests/test_rewrite.py tests/test_compile.py
+
+.PHONY: test-floor test-newest install demo test style quality bench fix-copies upstream-pr upstream-check results gpu-check launches
 
 $(STAMP): setup.py constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,6 +25,31 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest -n 2 tests
+
+# The other supported versions (docs/usage.md#supported-versions), each in its own venv: the floor (constraints-floor.txt)
+# and the newest releases a fresh `pip install` gets. They run VERSION_TESTS (blend contract and properties, the patch
+# on stock diffusers, verify, the rewrite of that diffusers' own tree, torch.compile) and `make demo`'s command.
+.venv-floor/.installed: setup.py constraints-floor.txt
+	test -x .venv-floor/bin/python || $(PYTHON) -m venv .venv-floor
+	.venv-floor/bin/python -m pip install --quiet --upgrade pip
+	.venv-floor/bin/python -m pip install --quiet -c constraints-floor.txt -e ".[dev]"
+	touch $@
+
+test-floor: .venv-floor/.installed
+	.venv-floor/bin/python -m pytest -n 2 $(VERSION_TESTS)
+	.venv-floor/bin/tileblend verify --device cpu --no-progress
+
+# PIP_CONSTRAINT=/dev/null: a pip configuration that caps torch (this project's machines cap it at the release on
+# their disk) would keep this venv from the newest release; the cap is lifted for this venv only.
+.venv-newest/.installed: setup.py
+	test -x .venv-newest/bin/python || $(PYTHON) -m venv .venv-newest
+	.venv-newest/bin/python -m pip install --quiet --upgrade pip
+	PIP_CONSTRAINT=/dev/null .venv-newest/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager -e ".[dev]"
+	touch $@
+
+test-newest: .venv-newest/.installed
+	.venv-newest/bin/python -m pytest -n 2 $(VERSION_TESTS)
+	.venv-newest/bin/tileblend verify --device cpu --no-progress
 
 style: install
 	$(BIN)/ruff check --fix $(CHECK_DIRS)

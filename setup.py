@@ -21,7 +21,7 @@ setup(
     package_dir={"": "src"},
     packages=find_packages("src"),
     python_requires=">=3.10",
-    install_requires=["torch>=2.3", "diffusers>=0.35", "tqdm>=4"],
+    install_requires=["torch>=2.4", "diffusers>=0.36", "tqdm>=4"],
     extras_require=extras,
     entry_points={"console_scripts": ["tileblend=tileblend.cli:main"]},
     classifiers=[

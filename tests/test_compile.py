@@ -2,8 +2,10 @@
 
 Inductor computes float16/bfloat16 rows in float32 and drops some of the eager roundings, so with its default settings
 compiled tileblend equals the eager (and the compiled) loop in float32/float64 only; in half precision it equals the
-eager loop with `torch._inductor.config.emulate_precision_casts = True`. Inductor compiles are slow on a small CPU:
-each test compiles one graph per variant holding all three blends for all dtypes it checks.
+eager loop with `torch._inductor.config.emulate_precision_casts = True`. That holds from torch 2.13 on (the pinned and
+the newest release); on older releases Inductor is not bitwise here (2.4.1 to 2.6.0 measured: not in any dtype), so
+those tests are skipped there. Inductor compiles are slow on a small CPU: each test compiles one graph per variant
+holding all three blends for all dtypes it checks.
 """
 
 import json
@@ -53,10 +55,17 @@ def blend_all(functions):
     return run
 
 
+inductor_exact = pytest.mark.skipif(
+    torch.__version__ < "2.13",
+    reason=f"Inductor keeps the blends bitwise from torch 2.13 on, not on {torch.__version__} (docs/design.md)",
+)
+
+
 def compiled(function):
     return torch.compile(function, backend="inductor", fullgraph=True, dynamic=False)
 
 
+@inductor_exact
 def test_inductor_blends_equal_the_loop_in_float32_and_float64(tiles):
     full = {dtype: tiles[dtype] for dtype in DTYPES if dtype not in HALF}
     eager_loop = blend_all(reference.REFERENCE_FUNCTIONS)(full)
@@ -68,14 +77,20 @@ def test_inductor_blends_equal_the_loop_in_float32_and_float64(tiles):
         assert bitwise_equal(eager_loop[dtype], compiled_tileblend[dtype]), dtype
 
 
+@inductor_exact
 def test_inductor_blends_with_emulated_precision_casts_equal_eager_loop(tiles):
     half = {dtype: tiles[dtype] for dtype in HALF}
     eager_loop = blend_all(reference.REFERENCE_FUNCTIONS)(half)
     with torch._inductor.config.patch(emulate_precision_casts=True):
         compiled_tileblend = compiled(blend_all(blend.BLEND_FUNCTIONS))(half)
+        torch._dynamo.reset()
+        compiled_loop = compiled(blend_all(reference.REFERENCE_FUNCTIONS))(half)
     for dtype in HALF:
         assert not bitwise_equal(half[dtype][1], compiled_tileblend[dtype])
         assert bitwise_equal(eager_loop[dtype], compiled_tileblend[dtype]), dtype
+        # From torch 2.15 Inductor rounds the loop's Python-float weights to the tile's dtype before multiplying, even
+        # with emulate_precision_casts (no setting restores eager's float32 weights); tileblend's weights are tensors.
+        assert bitwise_equal(eager_loop[dtype], compiled_loop[dtype]) is (torch.__version__ < "2.15"), dtype
 
 
 TINY_KL = {
@@ -123,7 +138,9 @@ def test_bench_compile_counts_graphs_and_checks_outputs(tmp_path):
     assert (row["model"], row["backend"], row["outputs_equal"]) == ("kl", "eager", True)
     loops, vectorized = row["arms"]["A"], row["arms"]["B"]
     assert loops["blend_calls"] == vectorized["blend_calls"] > 0
-    assert loops["graphs"] == vectorized["graphs"] == 1
+    assert (
+        loops["graphs"] == vectorized["graphs"]
+    )  # tileblend adds no graph break (diffusers 0.36 on torch 2.4 has one)
     assert loops["fx_nodes"] > vectorized["fx_nodes"] > 0  # the loops unroll every blended row into the graph
     assert loops["equal_to_eager"] and vectorized["equal_to_eager"]
     assert len(vectorized["compile_samples_s"]) == 1 and vectorized["steady_ms"] > 0

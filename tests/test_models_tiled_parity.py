@@ -22,7 +22,7 @@ from tileblend.blend import DTYPES
 from tileblend.calls import record_blends
 from tileblend.compare import bitwise_equal
 from tileblend.cuda_graph import capture, replays_equal_eager
-from tileblend.models import MODELS, REGISTRY, ModelEntry, build_model, make_input, run_path
+from tileblend.models import MODELS, REGISTRY, ModelEntry, build_model, make_input, missing_class, run_path
 
 
 MODEL_DTYPES = ("float32", "bfloat16", "float16")
@@ -50,7 +50,10 @@ def run_or_skip_dtype(function, dtype):
 
 
 def runnable_path(entry: ModelEntry, path: str):
-    """The entry's `TiledPath` for `path`, or skip: the class has no such tiled path, or an upstream bug breaks it."""
+    """The entry's `TiledPath` for `path`, or skip: the installed diffusers has no such class (an older release) or
+    the class no such tiled path, or an upstream bug breaks it."""
+    if missing_class(entry):
+        pytest.skip(missing_class(entry))
     spec = entry.paths().get(path)
     if spec is None:
         pytest.skip(f"{entry.class_name} has no tiled {path}")

@@ -176,7 +176,10 @@ def test_docstring_variant_is_rejected():
 
 def test_minimax_blend_is_rejected():
     """MiniMax's vectorized `_blend` has other semantics; even under a blend name it is not the loop."""
-    source = (AUTOENCODERS / "autoencoder_kl_minimax_h3.py").read_text(encoding="utf-8")
+    module = AUTOENCODERS / "autoencoder_kl_minimax_h3.py"
+    if not module.exists():
+        pytest.skip(f"diffusers {diffusers.__version__} has no MiniMax autoencoder (added in a later release)")
+    source = module.read_text(encoding="utf-8")
     blends = [
         node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.FunctionDef) and node.name == "_blend"
     ]

@@ -56,6 +56,21 @@ def test_verify_models_exact_with_blend_counts():
     assert results[1].clipped
 
 
+def test_a_class_the_installed_diffusers_lacks_is_skipped_with_the_reason():
+    """An older diffusers lacks classes of the registry (0.36.0: AutoencoderKLKVAE, ...): their rows are skipped,
+    naming the class and the release, and the run goes on."""
+    import dataclasses
+
+    import diffusers
+
+    later = dataclasses.replace(MODELS["kl"], name="later", class_name="AutoencoderFromALaterRelease")
+    results = model_checks.verify_models([later, MODELS["kl"]], "cpu", [torch.float32], progress=False)
+    note = f"skipped: AutoencoderFromALaterRelease is not in diffusers {diffusers.__version__}"
+    assert [(r.model, r.exact, r.note) for r in results[:2]] == [("later", None, note)] * 2
+    assert all(r.exact for r in results[2:]) and len(results) == 4
+    assert note in tables.format_model_table(results)
+
+
 def test_model_table_has_no_timing_and_flags_changed_calls():
     result = model_checks.ModelResult(
         model="kl", cls="AutoencoderKL", path="decode", dtype="float32", exact=True, blends_seen=True, same_calls=False

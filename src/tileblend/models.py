@@ -442,6 +442,16 @@ REGISTRY: tuple[ModelEntry, ...] = (
 MODELS = {entry.name: entry for entry in REGISTRY}
 
 
+def missing_class(entry: ModelEntry) -> str | None:
+    """Why the installed diffusers cannot build `entry` ("AutoencoderKLKVAE is not in diffusers 0.36.0": a class added
+    in a later release), or None when it has the class."""
+    import diffusers
+
+    if hasattr(diffusers, entry.class_name):
+        return None
+    return f"{entry.class_name} is not in diffusers {diffusers.__version__}"
+
+
 def build_model(entry: ModelEntry, dtype: torch.dtype = torch.float32, device="cpu", seed: int = 0):
     """Build `entry`'s model with seeded random weights, in eval mode on `device` in `dtype`, with tiling enabled.
 

@@ -6,19 +6,24 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 
 class AtenOpCounter(TorchDispatchMode):
-    """A dispatch mode that counts every aten operator called inside it, by name (e.g. `aten.mul.out`)."""
+    """A dispatch mode that counts the aten operators called inside it, by name (e.g. `aten.mul.out`); with
+    `views=False` only those that are not views (which launch no kernel, and which torch versions dispatch
+    differently: a slice over a whole dimension is elided by some and not by others)."""
 
-    def __init__(self):
+    def __init__(self, views: bool = True):
         super().__init__()
+        self.views = views
         self.counts = Counter()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.counts[str(func)] += 1
+        if self.views or not func.is_view:
+            self.counts[str(func)] += 1
         return func(*args, **(kwargs or {}))
 
 
-def count_aten_ops(function, *args, **kwargs) -> Counter:
-    """Call `function(*args, **kwargs)` once and return the aten operators it dispatched, by name."""
-    with AtenOpCounter() as counter:
+def count_aten_ops(function, *args, views: bool = True, **kwargs) -> Counter:
+    """Call `function(*args, **kwargs)` once and return the aten operators it dispatched (without view operators
+    when `views` is False), by name."""
+    with AtenOpCounter(views) as counter:
         function(*args, **kwargs)
     return counter.counts

@@ -99,13 +99,15 @@ def verify_models(entries, device, dtypes, progress: bool = True) -> list[ModelR
     with tqdm(total=total, desc="tiny models", unit="path", file=sys.stderr, disable=not progress) as bar:
         for entry, dtype in cases:
             bar.set_postfix_str(f"{entry.name} {DTYPE_NAMES[dtype]}")
-            try:
-                model = registry.build_model(entry, dtype, device)
-            except (RuntimeError, NotImplementedError) as error:
-                model, reason = None, f"skipped: {error}".splitlines()[0]
+            model, reason = None, registry.missing_class(entry)
+            if reason is None:
+                try:
+                    model = registry.build_model(entry, dtype, device)
+                except (RuntimeError, NotImplementedError) as error:
+                    reason = str(error).splitlines()[0]
             for path in entry.paths():
                 if model is None:
-                    results.append(_skipped(entry, path, dtype, reason))
+                    results.append(_skipped(entry, path, dtype, f"skipped: {reason}"))
                 else:
                     try:
                         results.append(verify_model_path(model, entry, path, dtype, device))
