@@ -24,7 +24,7 @@ demo: install
 	$(BIN)/tileblend verify --device cpu
 
 test: install
-	$(BIN)/python -m pytest -n 2 tests
+	$(BIN)/python -m pytest -n 2 --dist loadgroup tests
 
 # The other supported versions (docs/usage.md#supported-versions), each in its own venv: the floor (constraints-floor.txt)
 # and the newest releases a fresh `pip install` gets. They run VERSION_TESTS (blend contract and properties, the patch
@@ -36,7 +36,7 @@ test: install
 	touch $@
 
 test-floor: .venv-floor/.installed
-	.venv-floor/bin/python -m pytest -n 2 $(VERSION_TESTS)
+	.venv-floor/bin/python -m pytest -n 2 --dist loadgroup $(VERSION_TESTS)
 	.venv-floor/bin/tileblend verify --device cpu --no-progress
 
 # PIP_CONSTRAINT=/dev/null: a pip configuration that caps torch (this project's machines cap it at the release on
@@ -48,7 +48,7 @@ test-floor: .venv-floor/.installed
 	touch $@
 
 test-newest: .venv-newest/.installed
-	.venv-newest/bin/python -m pytest -n 2 $(VERSION_TESTS)
+	.venv-newest/bin/python -m pytest -n 2 --dist loadgroup $(VERSION_TESTS)
 	.venv-newest/bin/tileblend verify --device cpu --no-progress
 
 style: install
@@ -62,11 +62,16 @@ quality: install
 bench: install
 	$(BIN)/tileblend bench blend
 
-# Rewrite "# Copied from diffusers..." copies from their sources in the diffusers checkout DIFFUSERS=path. This
-# repository holds no copies: `tileblend rewrite` writes (and a rerun refreshes) the ones it adds to diffusers.
+# Rewrite "# Copied from diffusers..." copies from their sources in DIFFUSERS=path. This repository holds no copies:
+# `tileblend rewrite` writes (and a rerun refreshes) the ones it adds to diffusers. A checkout is fixed by its own
+# utils/check_copies.py, as upstream's `make fix-copies` does; ours is for trees without it (an installed package).
 fix-copies: install
 ifneq ($(DIFFUSERS),)
-	$(BIN)/python utils/check_copies.py --path $(DIFFUSERS) --fix_and_overwrite
+	if [ -f "$(DIFFUSERS)/utils/check_copies.py" ]; then \
+		cd "$(DIFFUSERS)" && PATH="$(CURDIR)/$(BIN):$$PATH" python utils/check_copies.py --fix_and_overwrite; \
+	else \
+		$(BIN)/python utils/check_copies.py --path "$(DIFFUSERS)" --fix_and_overwrite; \
+	fi
 else
 	@echo "this repository holds no copies; they live in a diffusers checkout: make fix-copies DIFFUSERS=path"
 endif

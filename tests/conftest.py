@@ -1,5 +1,5 @@
-"""What the tests share: the `method` and `dtype` parameters, random tiles, the scripts of `utils/` as modules, and one
-thread per xdist worker.
+"""What the tests share: the `method` and `dtype` parameters, random tiles, the scripts of `utils/` as modules, one
+thread per xdist worker, and the `cuda` marker's skip.
 
 A test that takes `method` runs once per blend method of `tileblend.blend` (`BLEND_AXES`), one that takes `dtype`
 once per floating dtype the blend is exact for (`tileblend.blend.DTYPES`); a test that needs other values overrides
@@ -26,6 +26,15 @@ UTILS = Path(__file__).resolve().parents[1] / "utils"
 # worker would oversubscribe the cores. Outside xdist, torch's default applies.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
+
+
+def pytest_runtest_setup(item):
+    """`@pytest.mark.cuda` skips a test on a machine without a CUDA device; `@pytest.mark.cuda(devices=2)` on one with
+    fewer than two."""
+    marker = item.get_closest_marker("cuda")
+    devices = marker.kwargs.get("devices", 1) if marker is not None else 0
+    if torch.cuda.device_count() < devices:
+        pytest.skip("needs a CUDA device" if devices == 1 else f"needs {devices} CUDA devices")
 
 
 @pytest.fixture(params=list(BLEND_AXES))

@@ -3,7 +3,7 @@
     python tests/rewrite_tiled_outputs.py OUT.pt
 
 Saves {"diffusers_file": ..., "<model>/<path>": {"output", "calls", "rewritten"}} to OUT.pt for every runnable tiled
-path of `tileblend.models`. `calls` counts the blend calls per method name (`tileblend.calls`), so a parity test can
+path of `tileblend.tiny_models`. `calls` counts the blend calls per method name (`tileblend.calls`), so a parity test can
 prove the blends ran; `rewritten` says whether the class's blends are the rewritten ones (vectorized: `torch.arange`,
 no row loop).
 """
@@ -15,7 +15,7 @@ import diffusers
 import torch
 
 from tileblend.calls import record_blends
-from tileblend.models import REGISTRY, build_model, make_input, missing_class, run_path
+from tileblend.tiny_models import REGISTRY, build_model, make_input, missing_class, run_path
 
 
 def tiled_outputs() -> dict:

@@ -12,6 +12,9 @@ from tileblend.cli import main as tileblend
 from tileblend.patch import find_loop_blends
 
 
+pytestmark = pytest.mark.slow  # starts processes: not in the fast tier (`-m 'not slow'`)
+
+
 TINY = ["--size", "128", "--pairs", "1", "--reps", "1", "--warmup", "0", "--threads", "1"]
 
 
@@ -104,7 +107,6 @@ def test_pairs_report_outputs_that_differ(tmp_path, monkeypatch):
 
 
 @pytest.mark.cuda
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_decode_benchmark_on_cuda_half_precision(tmp_path):
     record_path = tmp_path / "decode.json"
     code = tileblend(

@@ -8,6 +8,9 @@ import torch
 from tileblend.cli import main as tileblend
 
 
+pytestmark = pytest.mark.slow  # starts processes: not in the fast tier (`-m 'not slow'`)
+
+
 @pytest.fixture(scope="module")
 def saved_pipeline(tmp_path_factory):
     """A tiny StableDiffusionPipeline saved with `save_pretrained`, without text encoder, tokenizer or safety checker."""

@@ -82,7 +82,6 @@ def wide_tiles(method, dtype, extent, row, device="cpu"):
 
 
 @pytest.mark.cuda
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_op_count_is_constant_for_every_row_width(method, dtype):
     """On CUDA too: any extent, any row width, one constant count."""
     counts = set()

@@ -18,6 +18,9 @@ from tileblend.calls import record_blends
 from tileblend.compare import bitwise_equal
 
 
+pytestmark = pytest.mark.slow  # Inductor compiles and benchmark workers: not in the fast tier (`-m "not slow"`)
+
+
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 HALF = (torch.float16, torch.bfloat16)
 # A long seam, a short one and a clipped one (the tiles have 10 frames).

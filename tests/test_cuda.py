@@ -14,10 +14,7 @@ from tileblend.compare import bitwise_equal
 from tileblend.cuda_graph import capture
 
 
-pytestmark = [
-    pytest.mark.cuda,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
-]
+pytestmark = pytest.mark.cuda
 
 DEVICE = "cuda"
 
@@ -91,7 +88,7 @@ def test_autoencoder_kl_tiled_decode_in_cuda_graph(dtype, monkeypatch):
     from diffusers import AutoencoderKL
 
     from tileblend.calls import record_blends
-    from tileblend.models import MODELS, build_model, make_input, run_path
+    from tileblend.tiny_models import MODELS, build_model, make_input, run_path
 
     monkeypatch.setattr(torch.backends.cudnn, "benchmark", False)
     monkeypatch.setattr(torch.backends.cudnn, "deterministic", True)

@@ -11,6 +11,9 @@ import torch
 import tileblend.blend
 
 
+pytestmark = pytest.mark.slow  # starts processes: not in the fast tier (`-m 'not slow'`)
+
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 

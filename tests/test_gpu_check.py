@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 
 
+pytestmark = pytest.mark.slow  # starts processes: not in the fast tier (`-m 'not slow'`)
+
+
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -14,6 +14,9 @@ import sys
 import pytest
 
 
+pytestmark = pytest.mark.slow  # starts processes: not in the fast tier (`-m 'not slow'`)
+
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGING_FILES = ["setup.py", "pyproject.toml", "README.md", "LICENSE"]
 

@@ -1,4 +1,4 @@
-"""Tiled encode and decode of every tiny model of `tileblend.models`, with tileblend, against diffusers' loops.
+"""Tiled encode and decode of every tiny model of `tileblend.tiny_models`, with tileblend, against diffusers' loops.
 
 `TestTiledParity` is parametrized over `REGISTRY` (each test id ends with the entry name: `-k wan`), so a new registry
 entry is tested without a new file. Each case runs the entry's tiled encode or decode for real (the blend calls are
@@ -22,7 +22,7 @@ from tileblend.blend import DTYPES
 from tileblend.calls import record_blends
 from tileblend.compare import bitwise_equal
 from tileblend.cuda_graph import capture, replays_equal_eager
-from tileblend.models import MODELS, REGISTRY, ModelEntry, build_model, make_input, missing_class, run_path
+from tileblend.tiny_models import MODELS, REGISTRY, ModelEntry, build_model, make_input, missing_class, run_path
 
 
 MODEL_DTYPES = ("float32", "bfloat16", "float16")
@@ -141,7 +141,6 @@ class TestTiledParity:
             assert same_outcome(expected, actual), f"step {step}: outcome differs with tileblend enabled"
 
     @pytest.mark.cuda
-    @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
     @pytest.mark.parametrize("dtype_name", MODEL_DTYPES)
     @pytest.mark.parametrize("path", PATHS)
     def test_cuda_graph_replay(self, entry, path, dtype_name):

@@ -1,9 +1,9 @@
 """`tileblend.parallel` on gloo: every supported registry model, split over 2 and 3 processes, bit for bit.
 
-One process group per world size (one test each, so that pytest-xdist never starts a group twice) runs every case in
-sequence (the parity of each supported model's tiled paths in float32 and bfloat16, then the error cases) and writes
-its results as JSON; the `check_*` functions read them. Each worker is this
-file run as a script, with one torch thread; the group has a hard timeout and is killed past it.
+One process group per world size (a module fixture; its tests share an xdist group, so that pytest-xdist never
+starts a group twice) runs every case in sequence (the parity of each supported model's tiled paths in float32 and
+bfloat16, then the error cases) and writes its results as JSON; each test checks one part of them. Each worker is
+this file run as a script, with one torch thread; the group has a hard timeout and is killed past it.
 
 Each case's grid has a number of tiles that is not a multiple of the world size (checked from the plan), see
 `grid_shape`; between the two world sizes every blend method of every supported path runs.
@@ -22,7 +22,10 @@ import torch
 import torch.distributed as dist
 
 import tileblend.parallel
-from tileblend.models import MODELS, REGISTRY, build_model, make_input, run_path
+from tileblend.tiny_models import MODELS, REGISTRY, build_model, make_input, run_path
+
+
+pytestmark = pytest.mark.slow  # starts processes: not in the fast tier (`-m 'not slow'`)
 
 
 GROUP_TIMEOUT_S = 300
@@ -74,7 +77,7 @@ def _digest(tensor: torch.Tensor) -> str:
 
 
 def _output(model, entry, path, x, **options):
-    from tileblend.models import _tensor_of
+    from tileblend.tiny_models import _tensor_of
 
     function = tileblend.parallel.decode if path == "decode" else tileblend.parallel.encode
     kwargs = (
@@ -175,14 +178,30 @@ def run_group(world_size: int, out: Path) -> list[dict]:
     return results
 
 
-@pytest.mark.parametrize("world_size", [2, 3])
-def test_gloo_group_matches_single_device_bit_for_bit_and_refuses_bad_input(world_size, tmp_path):
-    # One group per world size runs every case (process start-up dominates); the checks below each read one part.
-    results = run_group(world_size, tmp_path)
-    check_parity(world_size, results)
-    check_traffic(results)
-    check_bad_inputs(world_size, results)
-    check_small_input_and_dst(results)
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param(size, marks=pytest.mark.xdist_group(f"gloo-{size}"), id=f"{size}-ranks") for size in (2, 3)],
+)
+def group(request, tmp_path_factory) -> tuple[int, list[dict]]:
+    """(world size, each rank's results) of one group run. Each group runs once: its tests share an xdist group, so
+    one worker runs them all (`make test` runs pytest with `--dist loadgroup`)."""
+    return request.param, run_group(request.param, tmp_path_factory.mktemp(f"gloo-{request.param}"))
+
+
+def test_every_rank_equals_the_single_device_tiled_pass(group):
+    check_parity(*group)
+
+
+def test_bytes_sent_equal_bytes_received(group):
+    check_traffic(group[1])
+
+
+def test_bad_inputs_raise_on_every_rank_naming_what_differs(group):
+    check_bad_inputs(*group)
+
+
+def test_one_tile_dst_and_tiled_block(group):
+    check_small_input_and_dst(group[1])
 
 
 def check_parity(world_size, results):

@@ -7,9 +7,11 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from tileblend.cli import main as tileblend
+
+
+pytestmark = pytest.mark.slow  # starts processes: not in the fast tier (`-m 'not slow'`)
 
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -89,8 +91,7 @@ def test_parallel_decode_example_under_torchrun():
     assert "rank 1: " in completed.stdout and " of 9 tiles" in completed.stdout
 
 
-@pytest.mark.cuda
-@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+@pytest.mark.cuda(devices=2)
 def test_parallel_decode_example_on_nccl():
     completed = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]

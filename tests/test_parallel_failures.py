@@ -17,8 +17,11 @@ import gloo_group
 import pytest
 
 import tileblend.parallel
-from tileblend.models import MODELS, build_model, make_input
 from tileblend.parallel import exchange, passes
+from tileblend.tiny_models import MODELS, build_model, make_input
+
+
+pytestmark = pytest.mark.slow  # starts processes: not in the fast tier (`-m 'not slow'`)
 
 
 TIMEOUT = datetime.timedelta(seconds=1)

@@ -14,7 +14,7 @@ import tileblend
 from tileblend import patch
 from tileblend.calls import record_blends
 from tileblend.compare import bitwise_equal
-from tileblend.models import MODELS, build_model, make_input, run_path
+from tileblend.tiny_models import MODELS, build_model, make_input, run_path
 
 
 @pytest.fixture(autouse=True)
@@ -105,6 +105,21 @@ def test_enabled_scopes_and_nests():
         assert tileblend.is_enabled() and blend_functions() == functions
     assert not tileblend.is_enabled()
     assert blend_functions() == originals
+
+
+def test_a_later_enabled_block_reads_no_source(monkeypatch):
+    """Discovery reads and parses each method's source once per process (it took about 150 ms per outermost block)."""
+    with tileblend.enabled() as first:
+        pass
+
+    def no_source(function):
+        raise AssertionError(f"source of {function.__qualname__} read again")
+
+    monkeypatch.setattr(patch.inspect, "getsource", no_source)
+    with tileblend.enabled() as second:
+        assert second == first and all(
+            vars(p.cls)[p.method] is not patch.original_method(p.cls, p.method) for p in second
+        )
 
 
 def test_enabled_keeps_an_earlier_enable():

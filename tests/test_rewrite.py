@@ -23,9 +23,9 @@ from rewrite_tiled_outputs import tiled_outputs
 
 from tileblend.cli import main as tileblend
 from tileblend.compare import bitwise_equal
-from tileblend.models import REGISTRY, missing_class
 from tileblend.patch import is_enabled
 from tileblend.recognize import blend_candidates, recognize
+from tileblend.tiny_models import REGISTRY, missing_class
 from tileblend.upstream_tests import TEST_MODULE_PATH
 
 
@@ -205,6 +205,7 @@ def test_copy_checker_passes_detects_fixes_and_refuses(check_copies, rewritten, 
     assert snapshot(root) == before
 
 
+@pytest.mark.slow
 def test_rewritten_tree_runs_bitwise_like_the_pristine_one(rewritten, tmp_path):
     root, _ = rewritten
     out = tmp_path / "rewritten.pt"
@@ -231,6 +232,7 @@ def test_rewritten_tree_runs_bitwise_like_the_pristine_one(rewritten, tmp_path):
     assert sum(after[case]["calls"].get("blend_t", 0) for case in cases) > 0
 
 
+@pytest.mark.slow
 def test_emitted_test_module_passes(rewritten):
     root, _ = rewritten
     environment = {**os.environ, "PYTHONPATH": str(root / "src"), "OMP_NUM_THREADS": "1"}

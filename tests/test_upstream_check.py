@@ -10,6 +10,7 @@ import ast
 import difflib
 import os
 import shutil
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -19,6 +20,9 @@ from tileblend.rewrite import apply_rewrite, plan_rewrite
 from tileblend.rewrite_plan import FileKind
 from tileblend.upstream_layout import CASES, TESTING_UTILS, plan_test_files
 from tileblend.upstream_mixin_text import MIXIN, MIXIN_NAME
+
+
+pytestmark = pytest.mark.slow  # starts processes: not in the fast tier (`-m 'not slow'`)
 
 
 REPO = Path(__file__).resolve().parents[1]
@@ -164,6 +168,25 @@ def test_upstream_test_files_keep_their_bom_and_line_endings(checkout, tmp_path)
         assert data.startswith(b"\xef\xbb\xbf") and b"TilingBlend" in data, path
         assert data.count(b"\n") == data.count(b"\r\n"), path
     assert not any(plan.changed for plan in plan_rewrite(root).files)
+
+
+def test_make_fix_copies_runs_the_checkouts_own_checker(checkout, tmp_path):
+    """In a checkout, `make fix-copies DIFFUSERS=...` is upstream's own utils/check_copies.py (its message), which puts
+    a copy that drifted from its source back; ours (utils/check_copies.py here) is for trees without utils/."""
+    tree = tmp_path / "diffusers"
+    shutil.copytree(checkout, tree, symlinks=True)
+    kl = tree / "src" / "diffusers" / "models" / "autoencoders" / "autoencoder_kl.py"
+    pristine = kl.read_bytes()
+    kl.write_bytes(pristine.replace(b"processor = AttnAddedKVProcessor()", b"processor = None  # drifted", 1))
+    assert kl.read_bytes() != pristine
+    completed = subprocess.run(
+        ["make", "--no-print-directory", "fix-copies", f"DIFFUSERS={tree}"], cwd=REPO, capture_output=True, text=True
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert f"Detected changes, rewriting {Path('src/diffusers/models/autoencoders/autoencoder_kl.py')}." in (
+        completed.stdout
+    )
+    assert kl.read_bytes() == pristine
 
 
 def test_missing_checkout_is_a_usage_error(upstream_check, tmp_path, capsys):

@@ -11,6 +11,9 @@ import pytest
 from test_rewrite import RUFF_CONFIG
 
 
+pytestmark = pytest.mark.slow  # starts processes: not in the fast tier (`-m 'not slow'`)
+
+
 REPO = Path(__file__).resolve().parents[1]
 INSTALLED = Path(diffusers.__file__).parent
 

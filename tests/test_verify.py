@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from tileblend import cli, cuda_graph, patch
-from tileblend.models import MODELS
 from tileblend.patch import autoencoder_classes, find_loop_blends
+from tileblend.tiny_models import MODELS
 from tileblend.verify import method_checks, model_checks, tables
 
 
@@ -139,7 +139,6 @@ def test_cli_rejects_unknown_dtype():
 
 
 @pytest.mark.cuda
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_graph_replays_equal_eager_and_catch_a_stale_replay():
     def affine(x):
         return x * 3 + 1
@@ -160,7 +159,6 @@ def test_cuda_graph_replays_equal_eager_and_catch_a_stale_replay():
 
 
 @pytest.mark.cuda
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_verify_models_replays_cuda_graphs():
     results = model_checks.verify_models([MODELS["kl"]], "cuda", [torch.float32], progress=False)
     assert [r.cuda_graph for r in results] == [True, True] and all(r.ok for r in results)

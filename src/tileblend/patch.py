@@ -14,6 +14,7 @@ replacements with it, and `tileblend.calls.record_blends` and the benchmarks' bl
 
 import ast
 import contextlib
+import functools
 import importlib
 import inspect
 import pkgutil
@@ -83,6 +84,17 @@ def autoencoder_classes() -> list[type]:
     return classes
 
 
+@functools.cache
+def _loop_of(function):
+    """What `recognize` makes of `function`'s source (None: not the loop, or no source). Cached per function object:
+    a function's source does not change while the process runs, and reading and parsing it for the 44 methods took
+    about 150 ms per outermost `enabled()` block."""
+    try:
+        return recognize(ast.parse(textwrap.dedent(inspect.getsource(function))).body[0])
+    except (OSError, TypeError, SyntaxError, IndexError):
+        return None
+
+
 def find_loop_blends(classes) -> tuple[list[PatchedMethod], list[str]]:
     """Split the blend-named methods of `classes` into recognised loops and the names of the rest."""
     found, skipped = [], []
@@ -91,11 +103,7 @@ def find_loop_blends(classes) -> tuple[list[PatchedMethod], list[str]]:
             function = vars(cls).get(name)
             if function is None:
                 continue
-            try:
-                tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
-                loop = recognize(tree.body[0])
-            except (OSError, TypeError, SyntaxError, IndexError):
-                loop = None
+            loop = _loop_of(function)
             if loop is None:
                 skipped.append(f"{cls.__module__}.{cls.__qualname__}.{name}")
             else:

@@ -1,6 +1,6 @@
 """`tileblend bench compile`: `torch.compile` of a tiled decode with diffusers' loops (arm A) vs tileblend (arm B).
 
-For each model of the registry (`tileblend.models`, tiny random-weight VAEs whose tiled decode reaches the blends),
+For each model of the registry (`tileblend.tiny_models`, tiny random-weight VAEs whose tiled decode reaches the blends),
 each backend and each arm, a fresh process (`tileblend.bench.pairs.run_worker`) with an empty Inductor cache
 directory builds the model, runs the tiled decode once eagerly (recording its blend calls), then compiles it with
 `torch.compile(backend=..., dynamic=False)` through a backend that counts the FX graphs and nodes Dynamo hands over
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from .. import models as registry
+from .. import tiny_models as registry
 from ..blend import DTYPES
 from ..calls import record_blends
 from ..compare import bitwise_equal

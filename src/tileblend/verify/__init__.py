@@ -7,7 +7,7 @@ included):
   original method and its vectorized replacement run on the same random tiles of that model's rank, over extents that
   are clamped, clipped by a shorter tile, zero and negative, with special values and a non-contiguous tile; the table
   also gives the speed of both at one larger seam (the median of several synchronised calls each).
-- whole models: for each tiny model of `tileblend.models` (one per diffusers class with loop blends), tiled encode and
+- whole models: for each tiny model of `tileblend.tiny_models` (one per diffusers class with loop blends), tiled encode and
   tiled decode run once with the loops and once with tileblend enabled on the same input; the outputs must be
   identical, the blend methods the registry declares for that path must have been called, and the tileblend run must
   make the same blend calls as the loop run. On CUDA, the vectorized path is also captured in a CUDA graph and

@@ -1,4 +1,4 @@
-"""The whole-model checks of `tileblend verify`: tiled encode and decode of each tiny model of `tileblend.models` with
+"""The whole-model checks of `tileblend verify`: tiled encode and decode of each tiny model of `tileblend.tiny_models` with
 the loops and with tileblend enabled, compared bit for bit, with their blend calls and, on CUDA, CUDA-graph replays.
 """
 
@@ -10,7 +10,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import cuda_graph
-from .. import models as registry
+from .. import tiny_models as registry
 from ..blend import DTYPE_NAMES
 from ..calls import record_blends
 from ..compare import bitwise_equal

@@ -30,14 +30,19 @@ class TiledPath:
         clipped: an edge tile narrower than the overlap occurs (a blend's extent is clamped below the requested one).
         zero: a blend with an effective extent of zero occurs (a no-op blend).
         upstream_bug: a one-line description of a diffusers bug in this path, or None.
-        runs: False when the upstream bug makes the path raise; the path is then skipped.
+        raises: the start of the error the upstream bug raises (`"ValueError: not enough values..."`), or None when
+            the path runs; a path that raises is skipped.
     """
 
     blends: tuple[str, ...]
     clipped: bool = False
     zero: bool = False
     upstream_bug: str | None = None
-    runs: bool = True
+    raises: str | None = None
+
+    @property
+    def runs(self) -> bool:
+        return self.raises is None
 
 
 @dataclass(frozen=True)
@@ -57,8 +62,8 @@ class ModelEntry:
             (`use_framewise_*`, tile sizes of classes whose `enable_tiling()` takes none).
         decode_uses_generator: decode draws noise and takes a `generator` (a diffusion decoder).
 
-    `init_kwargs`, `tiling` and `attributes` are stored as read-only views of the entry's own deep copies: entries built
-    from one shared dict share no mutable object with it or with each other.
+    `init_kwargs`, `tiling` and `attributes` are stored as read-only views of copies of the given dicts (entries
+    written from shared module-level dicts share their values; `build_model` gives each model a deep copy).
     """
 
     name: str
@@ -74,7 +79,7 @@ class ModelEntry:
 
     def __post_init__(self):
         for name in ("init_kwargs", "tiling", "attributes"):
-            object.__setattr__(self, name, MappingProxyType(copy.deepcopy(dict(getattr(self, name)))))
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
 
     def paths(self) -> dict[str, TiledPath]:
         """The entry's tiled paths by name ("encode", "decode"), including those an upstream bug stops."""
@@ -204,7 +209,9 @@ REGISTRY: tuple[ModelEntry, ...] = (
         sample_shape=(1, 3, 192, 192),
         latent_shape=(1, 4, 16, 16),
         encode=TiledPath(
-            SPATIAL, upstream_bug="tiled_encode unpacks five dims from the 4D image batch and raises", runs=False
+            SPATIAL,
+            upstream_bug="tiled_encode unpacks five dims from the 4D image batch and raises",
+            raises="ValueError: not enough values to unpack (expected 5, got 4)",
         ),
         decode=TiledPath(SPATIAL),
     ),
@@ -215,7 +222,11 @@ REGISTRY: tuple[ModelEntry, ...] = (
         tiling={"tile_sample_min_height": 64, "tile_sample_min_width": 64},
         sample_shape=(1, 3, 1, 96, 96),
         latent_shape=(1, 4, 1, 6, 6),
-        encode=TiledPath(SPATIAL, upstream_bug="tiled_encode raises", runs=False),
+        encode=TiledPath(
+            SPATIAL,
+            upstream_bug="tiled_encode raises",
+            raises="RuntimeError: shape '[1, 4, 1, 1, 32, 2, 31, 2]' is invalid for input of size",
+        ),
         decode=TiledPath(SPATIAL, upstream_bug="tiled_decode returns the wrong shape"),
     ),
     ModelEntry(
