@@ -7,11 +7,13 @@
 ROOT is a diffusers checkout (the code under ROOT/src/diffusers is scanned) or a diffusers package directory; the
 default is the current directory. Any other ROOT is an error (exit 2): this repository holds no copies.
 
-Who writes which copies: `tileblend rewrite` owns the text of tileblend's copies (vae.py's
+Why this exists beside diffusers' own `utils/check_copies.py`: that one runs only from a checkout's root, so this
+one serves trees without it (an installed diffusers package, which the tests rewrite) and keeps their bytes (CRLF,
+BOM, all-or-nothing writes). A checkout's `make fix-copies DIFFUSERS=path` runs the checkout's own checker, and `make
+upstream-check` runs it too. `tileblend rewrite` owns the text of tileblend's copies (vae.py's
 `AutoencoderMixin.blend_v/h/t`, and every copy of those methods): it writes them from one source in one step, and a
-rerun refreshes them. This script is the checker (`utils/upstream_pr.py` runs it in check mode after the rewrite) and,
-for a diffusers checkout, the upstream-style fixer of `make fix-copies DIFFUSERS=path`. The format and the comparison
-are diffusers' own:
+rerun refreshes them; `utils/upstream_pr.py` runs this checker in check mode after the rewrite. The format and the
+comparison are diffusers' own:
 
 - The comment sits directly above the `def`/`class` of the copy (decorators go above the comment), and may end with
   `with A->B, C->D`: regular-expression substitutions applied to the compared source lines (`all-casing` after a
