@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from tileblend import blend, enabled, reference
+from tileblend.bench.compile import INDUCTOR_EXACT_FROM
 from tileblend.calls import record_blends
 from tileblend.compare import bitwise_equal
 
@@ -59,7 +60,7 @@ def blend_all(functions):
 
 
 inductor_exact = pytest.mark.skipif(
-    torch.__version__ < "2.13",
+    torch.__version__ < INDUCTOR_EXACT_FROM,
     reason=f"Inductor keeps the blends bitwise from torch 2.13 on, not on {torch.__version__} (docs/design.md)",
 )
 

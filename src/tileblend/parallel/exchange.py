@@ -33,12 +33,6 @@ def comm_device(group, device: torch.device) -> torch.device:
     return torch.device("cpu") if dist.get_backend(group) == "gloo" else device
 
 
-def _same_on_all_ranks(values: torch.Tensor, group) -> bool:
-    both = torch.cat([values, -values])
-    dist.all_reduce(both, op=dist.ReduceOp.MAX, group=group)
-    return torch.equal(both[: len(values)], -both[len(values) :])
-
-
 def fingerprint(x: torch.Tensor) -> torch.Tensor:
     """A few float64 numbers that differ, with high probability, between different inputs.
 
