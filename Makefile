@@ -77,12 +77,12 @@ else
 endif
 
 # The upstream pull request: rewrite the pristine diffusers checkout DIFFUSERS=path (INHERIT=1: the --inherit layout),
-# check its copies with utils/check_copies.py, run ruff on the touched files, and print the drafts of the coordination
+# check its copies (tileblend.upstream.copies), run ruff on the touched files, and print the drafts of the coordination
 # issue and of the PR description (docs/upstream-pr.md). The numbers of the last `make upstream-check`
 # (out/upstream-check.json) and of a `make gpu-check` on CUDA (out/gpu-check/summary.json) go into the description.
 upstream-pr: install
 	@test -n "$(DIFFUSERS)" || { echo "usage: make upstream-pr DIFFUSERS=path/to/diffusers-checkout [INHERIT=1]"; exit 2; }
-	PYTHONPATH=src $(BIN)/python utils/upstream_pr.py $(DIFFUSERS) $(if $(INHERIT),--inherit) \
+	$(BIN)/python utils/upstream_pr.py $(DIFFUSERS) $(if $(INHERIT),--inherit) \
 		$(if $(wildcard out/upstream-check.json),--check-json out/upstream-check.json) \
 		$(if $(wildcard out/gpu-check/summary.json),--gpu-json out/gpu-check/summary.json) \
 		$(if $(wildcard out/launches.json),--launches-json out/launches.json)
@@ -94,7 +94,7 @@ upstream-pr: install
 upstream-check: install
 	@test -n "$(DIFFUSERS)" || { echo "usage: make upstream-check DIFFUSERS=path/to/diffusers [FULL=1] [INHERIT=1]"; exit 2; }
 	mkdir -p out
-	PYTHONPATH=src $(BIN)/python utils/upstream_check.py $(DIFFUSERS) $(if $(FULL),--full) $(if $(INHERIT),--inherit) \
+	$(BIN)/python utils/upstream_check.py $(DIFFUSERS) $(if $(FULL),--full) $(if $(INHERIT),--inherit) \
 		--broken-blend --json out/upstream-check.json
 
 # The launch-cost estimate without a GPU (docs/benchmarks.md): host dispatch of the blends per real-size decode.
@@ -104,12 +104,12 @@ launches: install
 
 # Regenerate docs/results.md: runs the end-to-end benchmarks of DEVICE (default cpu; cuda on a GPU machine).
 results: install
-	PYTHONPATH=src $(BIN)/python utils/make_results.py --device $(or $(DEVICE),cpu)
+	$(BIN)/python utils/make_results.py --device $(or $(DEVICE),cpu)
 
 # GPU validation in one command, with the machine's own Python (torch with CUDA). Packages it lacks (diffusers...)
 # are installed from the wheel folder WHEELS=DIR. MODELS="image=ID[:SUBFOLDER] video=ID[:SUBFOLDER]": real
 # checkpoints for the decode benchmarks (default: random-weight presets). DEVICE=cpu runs every step at tiny sizes.
 # Outputs: out/gpu-check/ (summary.md, summary.json for `make upstream-pr`).
 gpu-check:
-	PYTHONPATH=src $(PYTHON) utils/gpu_check.py --device $(or $(DEVICE),cuda) $(if $(WHEELS),--wheels $(WHEELS)) \
+	$(PYTHON) utils/gpu_check.py --device $(or $(DEVICE),cuda) $(if $(WHEELS),--wheels $(WHEELS)) \
 		$(if $(MODELS),--models $(MODELS))

@@ -48,11 +48,11 @@ def main() -> int:
     vae.enable_tiling()
     latents = torch.randn(1, 4, args.size // 8, args.size // 8, generator=torch.Generator().manual_seed(1)).to(device)
 
-    report = {}
-    image = tileblend.parallel.decode(vae, latents, report=report).sample
+    output, traffic = tileblend.parallel.decode(vae, latents, return_traffic=True)
+    image = output.sample
     print(
-        f"rank {dist.get_rank()}: {report['own_tiles']} of {report['tiles']} tiles, sent {report['sent']} bytes, "
-        f"received {report['received']} bytes",
+        f"rank {dist.get_rank()}: {traffic.own_tiles} of {traffic.tiles} tiles, sent {traffic.sent} bytes, "
+        f"received {traffic.received} bytes",
         flush=True,
     )
     if dist.get_rank() == 0:

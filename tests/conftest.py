@@ -1,26 +1,19 @@
-"""What the tests share: the `method` and `dtype` parameters, random tiles, the scripts of `utils/` as modules, one
-thread per xdist worker, and the `cuda` marker's skip.
+"""What the tests share: the `method` and `dtype` parameters, random tiles, one thread per xdist worker, and the `cuda`
+marker's skip.
 
 A test that takes `method` runs once per blend method of `tileblend.blend` (`BLEND_AXES`), one that takes `dtype`
 once per floating dtype the blend is exact for (`tileblend.blend.DTYPES`); a test that needs other values overrides
 the fixture with its own `pytest.mark.parametrize`. `random_values` and `random_tiles` are session fixtures that return
-builder functions, so hypothesis tests may use them too. `check_copies`, `upstream_check` and `upstream_pr` are the
-scripts of `utils/` (not a package), imported once per session.
+builder functions, so hypothesis tests may use them too.
 """
 
-import importlib
 import os
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
 
 from tileblend.blend import BLEND_AXES, DTYPES
 
-
-UTILS = Path(__file__).resolve().parents[1] / "utils"
 
 # `make test` runs one pytest-xdist worker per core (`-n 2`); torch's default of one intra-op thread per core in every
 # worker would oversubscribe the cores. Outside xdist, torch's default applies.
@@ -84,33 +77,3 @@ def random_tiles():
     """`random_tiles(method, dtype, seed=0, length=16, a_length=None, shape=(2, 3, 6, 7, 8), device="cpu")`: a seeded
     pair [a, b] of tiles for `method`."""
     return _random_tiles
-
-
-def load_utility(name: str) -> ModuleType:
-    """`utils/<name>.py` imported as the module `name`, once per session: the scripts import each other that way
-    (`utils/upstream_pr.py` runs `import check_copies`), so every test sees the same module object."""
-    sys.path.insert(0, str(UTILS))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(UTILS))
-
-
-@pytest.fixture(scope="session")
-def check_copies() -> ModuleType:
-    return load_utility("check_copies")
-
-
-@pytest.fixture(scope="session")
-def upstream_check() -> ModuleType:
-    return load_utility("upstream_check")
-
-
-@pytest.fixture(scope="session")
-def upstream_pr() -> ModuleType:
-    return load_utility("upstream_pr")
-
-
-@pytest.fixture(scope="session")
-def gpu_check() -> ModuleType:
-    return load_utility("gpu_check")

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from tileblend.bench import pairs
+from tileblend.bench.records import WorkerConfig
 from tileblend.bench.worker import timed_blends
 from tileblend.cli import main as tileblend
 from tileblend.patch import find_loop_blends
@@ -97,7 +98,7 @@ if __name__ == "__main__":
 def test_pairs_report_outputs_that_differ(tmp_path, monkeypatch):
     (tmp_path / "fake_worker.py").write_text(textwrap.dedent(FAKE_WORKER))
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    config = {"device": "cpu", "dtype": "float32", "seed": 0, "threads": 1, "warmup": 0, "reps": 2}
+    config = WorkerConfig(device="cpu", dtype="float32", seed=0, threads=1, warmup=0, reps=2)
 
     summary = pairs.run_pairs("fake_worker", config, pairs=1, progress=lambda line: None)
 

@@ -1,4 +1,5 @@
-"""`utils/check_copies.py` on small hand-written trees: resolution, comparison, patterns, fixing and refusals."""
+"""`tileblend.upstream.copies` (`utils/check_copies.py`) on small hand-written trees: resolution, comparison,
+patterns, fixing and refusals."""
 
 import os
 import shutil
@@ -6,6 +7,8 @@ from pathlib import Path
 
 import diffusers
 import pytest
+
+from tileblend.upstream import copies as check_copies
 
 
 SOURCE = """\
@@ -37,7 +40,7 @@ def make_tree(root: Path, copy: str) -> Path:
 
 
 @pytest.fixture
-def run(check_copies):
+def run():
     """`utils/check_copies.py --path ROOT [args]`, returning its exit code."""
 
     def run(root: Path, *args) -> int:
@@ -214,7 +217,7 @@ def test_fix_is_all_or_nothing(run, tmp_path, capsys, monkeypatch):
     assert path.read_text() == copy and second.read_text() == copy
 
 
-def test_fix_keeps_an_edit_made_after_reading(run, check_copies, tmp_path, capsys, monkeypatch):
+def test_fix_keeps_an_edit_made_after_reading(run, tmp_path, capsys, monkeypatch):
     """A file edited between reading and writing stops the fix: nothing written, the edit kept, one line naming it."""
     copy = GOOD_COPY.replace("return y + 1", "return y + 2")
     path = make_tree(tmp_path, copy)

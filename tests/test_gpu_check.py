@@ -1,10 +1,12 @@
 """`make gpu-check` (`utils/gpu_check.py`): the step plan for CUDA, and the whole run end to end on the CPU at tiny
 sizes, as a machine without a GPU (CI) runs it."""
 
+import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -13,6 +15,15 @@ pytestmark = pytest.mark.slow  # starts processes: not in the fast tier (`-m 'no
 
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def gpu_check() -> ModuleType:
+    """`utils/gpu_check.py`, a script that runs without tileblend installed, imported from its path."""
+    spec = importlib.util.spec_from_file_location("gpu_check", REPO / "utils" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_cuda_plan_benchmarks_an_image_and_a_video_vae_in_both_half_types(gpu_check):

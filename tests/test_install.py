@@ -60,7 +60,7 @@ def run_installed(command, target, cwd):
 
 def check_help(completed):
     assert completed.returncode == 0, completed.stderr
-    for subcommand in ("run", "verify", "bench"):
+    for subcommand in ("run", "verify", "bench", "rewrite"):
         assert subcommand in completed.stdout
 
 
@@ -68,6 +68,8 @@ def test_wheel_holds_the_package_and_entry_point(installed):
     assert (installed / "tileblend" / "blend.py").is_file()
     assert (installed / "tileblend" / "bench" / "blend.py").is_file()
     assert (installed / "tileblend" / "verify" / "cli.py").is_file()
+    assert (installed / "tileblend" / "upstream" / "rewrite.py").is_file()
+    assert (installed / "tileblend" / "parallel" / "passes.py").is_file()
     [dist_info] = installed.glob("tileblend-*.dist-info")
     assert "tileblend = tileblend.cli:main" in (dist_info / "entry_points.txt").read_text()
 

@@ -9,6 +9,7 @@ Each case's grid has a number of tiles that is not a multiple of the world size 
 `grid_shape`; between the two world sizes every blend method of every supported path runs.
 """
 
+import dataclasses
 import datetime
 import hashlib
 import json
@@ -83,10 +84,10 @@ def _output(model, entry, path, x, **options):
     kwargs = (
         {"generator": torch.Generator().manual_seed(0)} if path == "decode" and entry.decode_uses_generator else {}
     )
-    report = {}
     with torch.no_grad():
-        output = function(model, x, report=report, **kwargs, **options)
-    return (None if output is None else _tensor_of(output)), report
+        output, traffic = function(model, x, return_traffic=True, **kwargs, **options)
+    fields = {"type": type(traffic).__name__} | dataclasses.asdict(traffic)
+    return (None if output is None else _tensor_of(output)), fields
 
 
 def _parity_case(name, path, dtype_name, rank, world_size, reference: bool) -> dict:
@@ -101,8 +102,8 @@ def _parity_case(name, path, dtype_name, rank, world_size, reference: bool) -> d
             result["reference"] = _digest(run_path(model, entry, path, x))
         result["reference_blends"] = calls.counts()
     with record_blends(type(model)) as calls:
-        output, report = _output(model, entry, path, x)
-    result |= {"digest": _digest(output), "blends": calls.counts(), "report": report}
+        output, traffic = _output(model, entry, path, x)
+    result |= {"digest": _digest(output), "blends": calls.counts(), "traffic": traffic}
     return result
 
 
@@ -144,12 +145,12 @@ def _error_cases(rank, world_size) -> dict:
     del model.decoder.forward
 
     small = x[..., :8, :8]  # smaller than one 16-latent tile: one tile, fewer tiles than ranks
-    output, report = _output(model, entry, "decode", small)
+    output, traffic = _output(model, entry, "decode", small)
     results["one tile"] = {"equal": _digest(output) == _digest(run_path(model, entry, "decode", small))}
-    results["one tile"] |= {"tiles": report["tiles"], "own_tiles": report["own_tiles"]}
+    results["one tile"] |= {"tiles": traffic["tiles"], "own_tiles": traffic["own_tiles"]}
 
-    output, report = _output(model, entry, "decode", x, dst=1)
-    results["dst"] = {"none": output is None, "report": report}
+    output, traffic = _output(model, entry, "decode", x, dst=1)
+    results["dst"] = {"none": output is None, "traffic": traffic}
     if output is not None:
         results["dst"]["equal"] = _digest(output) == _digest(run_path(model, entry, "decode", x))
 
@@ -210,34 +211,37 @@ def check_parity(world_size, results):
         label = f"{case['name']} {case['path']} {case['dtype']}"
         reference = results[index % world_size]["parity"][index]
         assert reference["reference_blends"], label  # the single-device pass blended
-        assert case["report"]["tiles"] % world_size != 0, label
+        assert case["traffic"]["tiles"] % world_size != 0, label
         for rank_results in results:
             mine = rank_results["parity"][index]
             assert mine["digest"] == reference["reference"], f"{label}: differs from single-device tiled"
             assert mine["blends"] == reference["reference_blends"], label
-        own = [rank_results["parity"][index]["report"]["own_tiles"] for rank_results in results]
-        assert sum(own) == case["report"]["tiles"] and min(own) > 0, label  # every tile once, every rank works
+        traffics = [rank_results["parity"][index]["traffic"] for rank_results in results]
+        assert all(traffic["type"] == "ParallelTraffic" for traffic in traffics), label
+        assert all(traffic["tiles"] == case["traffic"]["tiles"] for traffic in traffics), label  # the whole pass's
+        own = [traffic["own_tiles"] for traffic in traffics]
+        assert sum(own) == case["traffic"]["tiles"] and min(own) > 0, label  # every tile once, every rank works
 
 
 def check_traffic(results):
     for index in range(len(results[0]["parity"])):
-        reports = [rank_results["parity"][index]["report"] for rank_results in results]
-        assert sum(report["sent"] for report in reports) == sum(report["received"] for report in reports)
-        assert all(report["sent"] > 0 and report["received"] > 0 for report in reports)
+        traffics = [rank_results["parity"][index]["traffic"] for rank_results in results]
+        assert sum(traffic["sent"] for traffic in traffics) == sum(traffic["received"] for traffic in traffics)
+        assert all(traffic["sent"] > 0 and traffic["received"] > 0 for traffic in traffics)
 
 
 def check_bad_inputs(world_size, results):
     for rank, rank_results in enumerate(results):
         errors = rank_results["errors"]
         assert errors["tiling disabled"].startswith("ValueError: tiling is disabled on this AutoencoderKL")
-        assert errors["different inputs"].startswith("ParallelDecodeError: the ranks were given different inputs")
-        assert errors["different dst"].startswith("ParallelDecodeError: the ranks were given different dst")
+        assert errors["different inputs"].startswith("ParallelTilingError: the ranks were given different inputs")
+        assert errors["different dst"].startswith("ParallelTilingError: the ranks were given different dst")
         assert "different tiling switches" in errors["tiling on some ranks only"]
-        assert errors["different weights"].startswith("ParallelDecodeError: the ranks were given different weights")
+        assert errors["different weights"].startswith("ParallelTilingError: the ranks were given different weights")
         assert errors["dst not an int"].startswith("ValueError: dst must be a rank of the group")
         last = world_size - 1
         assert errors["rank fails"] == (
-            f"ParallelDecodeError: rank(s) [{last}] failed while computing their tiles: "
+            f"ParallelTilingError: rank(s) [{last}] failed while computing their tiles: "
             f"rank {last}: RuntimeError: out of memory (injected)"
         )
 
@@ -250,10 +254,13 @@ def check_small_input_and_dst(results):
         dst = errors["dst"]
         assert dst["none"] is (rank != 1)
         if rank == 1:
-            assert dst["equal"] is True and dst["report"]["sent"] == 0
+            assert dst["equal"] is True and dst["traffic"]["sent"] == 0 and dst["traffic"]["received"] > 0
         else:
-            assert dst["report"]["received"] == 0
+            assert dst["traffic"]["received"] == 0 and dst["traffic"]["sent"] > 0
     assert sum(rank_results["errors"]["one tile"]["own_tiles"] for rank_results in results) == 1
+    dst_traffics = [rank_results["errors"]["dst"]["traffic"] for rank_results in results]
+    assert sum(traffic["own_tiles"] for traffic in dst_traffics) == dst_traffics[0]["tiles"]
+    assert sum(traffic["sent"] for traffic in dst_traffics) == dst_traffics[1]["received"]  # all of it goes to dst
 
 
 def test_tiles_go_costliest_first_to_the_least_loaded_rank():
@@ -275,9 +282,9 @@ def test_world_of_one_runs_the_plain_path_and_unsupported_classes_are_named():
     model, x = build_model(entry), make_input(entry, "decode")
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
-        report = {}
-        output = tileblend.parallel.decode(model, x, report=report).sample
-        assert torch.equal(output, run_path(model, entry, "decode", x)) and report == {}
+        output, traffic = tileblend.parallel.decode(model, x, return_traffic=True)
+        assert torch.equal(output.sample, run_path(model, entry, "decode", x)) and traffic is None
+        assert torch.equal(tileblend.parallel.decode(model, x).sample, output.sample)  # the output alone
         vidtok = build_model(MODELS["vidtok"])
         with pytest.raises(NotImplementedError, match="cannot split AutoencoderVidTok's tiled decode: its causal"):
             tileblend.parallel.decode(vidtok, make_input(MODELS["vidtok"], "decode"))
@@ -289,8 +296,9 @@ def test_world_of_one_runs_the_plain_path_and_unsupported_classes_are_named():
 
 def test_world_of_one_checks_dst_takes_keyword_inputs_and_splits_subclasses():
     """A group of one refuses a `dst` that is not one of its ranks (as larger groups do); inside `tiled()`,
-    `vae.decode(z=...)` works as outside; a user subclass that adds no tiling methods splits like its parent, one that
-    overrides them is refused, naming what it overrides."""
+    `vae.decode(z=...)` works as outside; a user subclass that adds no tiling methods splits like its parent (also in
+    `tiled()`, which leaves no method on it afterwards), one that overrides them is refused, naming what it
+    overrides."""
     from diffusers import AutoencoderKL
 
     entry = MODELS["kl"]
@@ -319,6 +327,9 @@ def test_world_of_one_checks_dst_takes_keyword_inputs_and_splits_subclasses():
         users.enable_tiling()
         users.tile_sample_min_size, users.tile_latent_min_size = model.tile_sample_min_size, model.tile_latent_min_size
         assert torch.equal(tileblend.parallel.decode(users, x).sample, expected)
+        with tileblend.parallel.tiled(users):  # the subclass inherits decode/encode: they are wrapped on it
+            assert torch.equal(users.decode(x).sample, expected) and "decode" in vars(UsersVAE)
+        assert "decode" not in vars(UsersVAE) and "encode" not in vars(UsersVAE)  # it inherits them again
         with pytest.raises(NotImplementedError, match="OverridingVAE's tiled decode: it overrides tiled_decode of"):
             tileblend.parallel.split_of(OverridingVAE(**model.config), "decode")
     finally:

@@ -54,11 +54,12 @@ def test_an_arm_past_its_timeout_is_killed_with_its_ranks(tmp_path, capsys):
     import time
 
     from tileblend.bench import parallel
-    from tileblend.bench.options import run_config
+    from tileblend.bench.options import worker_config
     from tileblend.cli import build_parser
 
     args = build_parser().parse_args(["bench", "parallel", "--preset", "small", "--size", "128", "--device", "cpu"])
-    config = parallel.decode.workload_config(args) | run_config(args) | {"reps": 100_000}  # far past the timeout
+    args.reps = 100_000  # far past the timeout
+    config = worker_config(args, parallel.decode.workload_config(args))
     out = tmp_path / "parallel-arm"
     started = time.monotonic()
     with pytest.raises(parallel.ArmTimeout, match="ran past --timeout 3 s; it and its ranks were killed"):

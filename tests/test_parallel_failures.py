@@ -1,5 +1,5 @@
 """Every way a rank can fail in `tileblend.parallel`, on a gloo group of 2 processes: each rank gets
-`ParallelDecodeError` naming what happened, and a waiting rank raises within `timeout`, not after the process
+`ParallelTilingError` naming what happened, and a waiting rank raises within `timeout`, not after the process
 group's timeout (here 60 s) or the failing rank's hang.
 
 One group per case (a failed call leaves the group unusable). A rank "hangs" for HANG_S seconds and then goes on;
@@ -99,10 +99,10 @@ def test_a_failing_rank_makes_every_rank_raise_in_time(case_id, tmp_path):
     results = gloo_group.run_group(__file__, 2, tmp_path, case_id, timeout=GROUP_TIMEOUT_S)
     waiting = results[1 - failing]
     assert waiting is not None, "the waiting rank wrote no result"
-    assert waiting["error"].startswith(f"ParallelDecodeError: {expected}"), waiting["error"]
+    assert waiting["error"].startswith(f"ParallelTilingError: {expected}"), waiting["error"]
     assert waiting["seconds"] < HANG_S - 2, "the waiting rank waited for the hang, not for `timeout`"
     if case.endswith("hang"):  # the hanging rank goes on afterwards, and finds the others gone
-        assert results[failing]["error"].startswith("ParallelDecodeError: "), results[failing]["error"]
+        assert results[failing]["error"].startswith("ParallelTilingError: "), results[failing]["error"]
     else:
         assert results[failing] is None  # it died
 

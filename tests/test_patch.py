@@ -150,19 +150,50 @@ def test_lookalikes_are_reported_and_left_alone(monkeypatch):
     assert vars(LoopVAE)["blend_v"] is not patch.original_method(LoopVAE, "blend_v")
 
 
-def test_wrapped_methods_wraps_what_is_installed_and_restores_it_on_error():
-    loop = vars(LoopVAE)["blend_v"]
-    seen = []
+def recording_wrap(seen: list):
+    """A `wrap` for `patch.wrapped_methods` that appends each (cls, name, function) it gets to `seen`."""
 
     def wrap(cls, name, function):
         seen.append((cls, name, function))
         return lambda self, a, b, blend_extent: "wrapped"
 
+    return wrap
+
+
+def test_wrapped_methods_wraps_what_is_installed_and_restores_it_on_error():
+    loop = vars(LoopVAE)["blend_v"]
+    seen = []
+    wrap = recording_wrap(seen)
     with pytest.raises(RuntimeError), patch.wrapped_methods([(LoopVAE, "blend_v")], wrap):
         assert seen == [(LoopVAE, "blend_v", loop)]
         assert LoopVAE().blend_v(None, None, 0) == "wrapped"
         raise RuntimeError
     assert vars(LoopVAE)["blend_v"] is loop
+
+
+def test_wrapped_methods_wraps_an_inherited_method_and_leaves_no_attribute_on_the_subclass():
+    """A subclass that inherits the method gets the wrapper of the base's function; on exit (also on an error) it has
+    no attribute of its own again and the base is untouched; a method someone installs meanwhile stays."""
+
+    class Subclass(LoopVAE):
+        pass
+
+    loop = vars(LoopVAE)["blend_v"]
+    seen = []
+    wrap = recording_wrap(seen)
+    with pytest.raises(RuntimeError), patch.wrapped_methods([(Subclass, "blend_v")], wrap):
+        assert seen == [(Subclass, "blend_v", loop)]
+        assert Subclass().blend_v(None, None, 0) == "wrapped" and vars(LoopVAE)["blend_v"] is loop
+        raise RuntimeError
+    assert "blend_v" not in vars(Subclass) and vars(LoopVAE)["blend_v"] is loop
+    assert Subclass.blend_v is loop
+
+    def users(self, a, b, blend_extent):
+        return "theirs"
+
+    with patch.wrapped_methods([(Subclass, "blend_v")], wrap):
+        Subclass.blend_v = users
+    assert vars(Subclass)["blend_v"] is users and vars(LoopVAE)["blend_v"] is loop
 
 
 def test_stock_diffusers_enables_without_warnings():

@@ -26,7 +26,10 @@ from tileblend.compare import bitwise_equal
 from tileblend.patch import is_enabled
 from tileblend.recognize import blend_candidates, recognize
 from tileblend.tiny_models import REGISTRY, missing_class
-from tileblend.upstream_tests import TEST_MODULE_PATH
+from tileblend.upstream import copies as check_copies
+from tileblend.upstream.rewrite import apply_rewrite, plan_rewrite
+from tileblend.upstream.source_files import SourceError
+from tileblend.upstream.standalone_test import TEST_MODULE_PATH
 
 
 REPO = Path(__file__).resolve().parents[1]
@@ -156,7 +159,7 @@ def test_check_and_diff_write_nothing_and_second_run_changes_nothing(pristine, e
     assert run_rewrite(capsys, root, "--check")[0] == 0
 
 
-def test_bare_package_directory(check_copies, pristine, expected, tmp_path, capsys):
+def test_bare_package_directory(pristine, expected, tmp_path, capsys):
     package = link_tree(pristine / "src" / "diffusers", tmp_path / "diffusers")
     code, out, _ = run_rewrite(capsys, package)
     assert code == 0
@@ -180,7 +183,7 @@ def test_rewritten_tree_is_ruff_clean(pristine, expected, rewritten):
         assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
 
 
-def test_copy_checker_passes_detects_fixes_and_refuses(check_copies, rewritten, tmp_path, capsys):
+def test_copy_checker_passes_detects_fixes_and_refuses(rewritten, tmp_path, capsys):
     root = link_tree(rewritten[0], tmp_path / "checkout")
     assert check_copies.main(["--path", str(root)]) == 0
 
@@ -320,7 +323,7 @@ def windows_checkout(pristine: Path, destination: Path) -> Path:
     return root
 
 
-def test_windows_checkout_keeps_line_endings_and_bom(check_copies, pristine, tmp_path, capsys):
+def test_windows_checkout_keeps_line_endings_and_bom(pristine, tmp_path, capsys):
     code, lf_diff, _ = run_rewrite(capsys, pristine, "--diff")
     assert code == 0
     root = windows_checkout(pristine, tmp_path / "windows")
@@ -390,9 +393,6 @@ def test_failed_write_puts_every_file_back(pristine, tmp_path, capsys, monkeypat
 def test_a_file_edited_after_planning_stops_the_write(pristine, tmp_path, edited):
     """An edit made between reading and writing (here: after `plan_rewrite`, before `apply_rewrite`) is never lost:
     nothing is written, the edit stays, the error names the file, and no temporary file is left."""
-    from tileblend.rewrite import apply_rewrite, plan_rewrite
-    from tileblend.source_files import SourceError
-
     root = link_tree(pristine, tmp_path / "checkout")
     plan = plan_rewrite(root)
     path = root / "src" / "diffusers" / edited
@@ -406,9 +406,6 @@ def test_a_file_edited_after_planning_stops_the_write(pristine, tmp_path, edited
 
 
 def test_a_test_module_created_after_planning_stops_the_write(pristine, tmp_path):
-    from tileblend.rewrite import apply_rewrite, plan_rewrite
-    from tileblend.source_files import SourceError
-
     root = link_tree(pristine, tmp_path / "checkout")
     plan = plan_rewrite(root)
     (root / TEST_MODULE_PATH).write_text("# someone else's module\n")

@@ -8,8 +8,9 @@ from tileblend import blend
 from tileblend.cli import main as tileblend
 from tileblend.compare import bitwise_equal
 from tileblend.reference import REFERENCE_FUNCTIONS
-from tileblend.rewrite import plan_rewrite
-from tileblend.upstream_code import upstream_code
+from tileblend.upstream.blend_methods import upstream_code
+from tileblend.upstream.model_files import MethodId
+from tileblend.upstream.rewrite import plan_rewrite
 
 
 LOOP = """\
@@ -60,6 +61,8 @@ class Standalone:
     + LOOP.format(name="blend_v", k=2, v="y", index=":, :, y, :", a_index=":, :, -blend_extent + y, :")
 )
 
+TINY_METHODS = [MethodId("TinyVAE", "blend_v"), MethodId("TinyVAE", "blend_h"), MethodId("Standalone", "blend_v")]
+
 
 def make_tree(root):
     package = root / "src" / "diffusers"
@@ -108,16 +111,14 @@ def test_rewrite_of_a_small_tree_follows_blend_py(tmp_path, capsys):
     )
     tuned = upstream_code(source)
     plans = {plan.path.name: plan for plan in plan_rewrite(tmp_path, tuned).files}
-    assert plans["tiny.py"].rewritten == ["TinyVAE.blend_v", "TinyVAE.blend_h", "Standalone.blend_v"]
+    assert plans["tiny.py"].rewritten == TINY_METHODS
     assert plans["tiny.py"].new.count("        # tuned upstream\n") == 3
     assert plans["vae.py"].new.count("        # tuned upstream\n") == 3
     for plan in plans.values():
         plan.path.write_text(plan.new)
     plans = plan_rewrite(tmp_path, tuned).files
     assert not any(plan.changed for plan in plans)
-    assert [plan.up_to_date for plan in plans if plan.path.name == "tiny.py"] == [
-        ["TinyVAE.blend_v", "TinyVAE.blend_h", "Standalone.blend_v"]
-    ]
+    assert [plan.up_to_date for plan in plans if plan.path.name == "tiny.py"] == [TINY_METHODS]
 
 
 def test_inherit_deletes_the_loops_of_mixin_classes_and_copies_the_others(tmp_path, capsys):

@@ -1,12 +1,19 @@
-"""`tileblend.source_files`: files read as Python reads source, written back byte for byte, all or nothing."""
+"""`tileblend.upstream.source_files`: files read as Python reads source, written back byte for byte, all or nothing."""
 
 import os
 import stat
 
 import pytest
 
-from tileblend import source_files
-from tileblend.source_files import SourceError, SourceFile, read_source, split_lines, with_newline, write_files
+from tileblend.upstream import source_files
+from tileblend.upstream.source_files import (
+    SourceError,
+    SourceFile,
+    read_source,
+    split_lines,
+    with_newline,
+    write_files,
+)
 
 
 def test_read_source_keeps_bom_and_line_endings(tmp_path):

@@ -16,10 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from tileblend.rewrite import apply_rewrite, plan_rewrite
-from tileblend.rewrite_plan import FileKind
-from tileblend.upstream_layout import CASES, TESTING_UTILS, plan_test_files
-from tileblend.upstream_mixin_text import MIXIN, MIXIN_NAME
+from tileblend.upstream import check as upstream_check
+from tileblend.upstream.model_files import FileKind
+from tileblend.upstream.rewrite import apply_rewrite, plan_rewrite
+from tileblend.upstream.test_cases import CASES
+from tileblend.upstream.test_files import TESTING_UTILS
+from tileblend.upstream.test_text import MIXIN, MIXIN_NAME, TEST_CLASS_SUFFIX
 
 
 pytestmark = pytest.mark.slow  # starts processes: not in the fast tier (`-m 'not slow'`)
@@ -65,7 +67,7 @@ CI_EXCLUDED = (
 
 
 @pytest.mark.parametrize("inherit", [False, True], ids=["copies", "inherit"])
-def test_upstream_check_on_the_snapshot(upstream_check, checkout, tmp_path, inherit):
+def test_upstream_check_on_the_snapshot(checkout, tmp_path, inherit):
     """One test per layout, so that `pytest -n 2` runs each expensive check once, in one worker."""
     selection = f"({upstream_check.SELECTION}) and not ({CI_EXCLUDED})"
     result = upstream_check.check(checkout, tmp_path, broken_blend=True, selection=selection, inherit=inherit)
@@ -131,6 +133,9 @@ def test_edits_of_upstream_files_are_minimal_and_idempotent(checkout, tmp_path):
     plans = plan_rewrite(root).files
     tests = [plan for plan in plans if plan.kind is FileKind.TESTS]
     assert len(tests) == 14  # testing_utils.py + one file per class with a test file
+    rewritten = {method.cls for plan in plans for method in plan.vectorized}
+    tested = {cls for cls in rewritten if any(f"class Test{cls}{TEST_CLASS_SUFFIX}(" in plan.new for plan in tests)}
+    assert rewritten - tested == WITHOUT_TEST_FILE
     for plan in tests:
         removed = [
             line
@@ -150,8 +155,6 @@ def test_edits_of_upstream_files_are_minimal_and_idempotent(checkout, tmp_path):
         plan.path.write_text(plan.new, encoding="utf-8")
     assert not any(plan.changed for plan in plan_rewrite(root).files)
 
-    _, added = plan_test_files(root, set(CASES) | WITHOUT_TEST_FILE)
-    assert {name for name, test in added.items() if test is None} == WITHOUT_TEST_FILE
     assert (root / TESTING_UTILS).read_text().count(f"class {MIXIN_NAME}:") == 1
 
 
@@ -189,12 +192,12 @@ def test_make_fix_copies_runs_the_checkouts_own_checker(checkout, tmp_path):
     assert kl.read_bytes() == pristine
 
 
-def test_missing_checkout_is_a_usage_error(upstream_check, tmp_path, capsys):
+def test_missing_checkout_is_a_usage_error(tmp_path, capsys):
     assert upstream_check.main([str(tmp_path / "absent")]) == 2
     assert "does not exist" in capsys.readouterr().err
 
 
-def test_test_command_names_the_selection_or_the_whole_folder(upstream_check):
+def test_test_command_names_the_selection_or_the_whole_folder():
     """The command the table and the PR text show: `-k` with a selection, the bare folder for --full."""
     selected = upstream_check.CheckResult(selection=upstream_check.SELECTION)
     assert selected.test_command == 'pytest tests/models/autoencoders -k "tiling or slicing or blend"'
@@ -229,7 +232,7 @@ def tarball(path: Path, members: list[tuple[str, str | None]]) -> Path:
     ],
     ids=["not-a-tarball", "two-folders", "dot-dot-entry", "absolute-link", "not-diffusers"],
 )
-def test_unusable_tarballs_are_usage_errors_naming_the_users_file(upstream_check, tmp_path, capsys, members, message):
+def test_unusable_tarballs_are_usage_errors_naming_the_users_file(tmp_path, capsys, members, message):
     path = tmp_path / "input.tar.gz"
     if members is None:
         path.write_text("not a tarball")
@@ -240,7 +243,7 @@ def test_unusable_tarballs_are_usage_errors_naming_the_users_file(upstream_check
     assert err.count("\n") == 1 and f"upstream-check: error: {path}" in err and message in err
 
 
-def test_a_reused_work_directory_is_a_usage_error(upstream_check, tmp_path, capsys):
+def test_a_reused_work_directory_is_a_usage_error(tmp_path, capsys):
     (tmp_path / "work").mkdir()
     (tmp_path / "work" / "pristine").mkdir()
     assert upstream_check.main([str(tmp_path), "--work", str(tmp_path / "work")]) == 2

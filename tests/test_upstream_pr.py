@@ -1,4 +1,4 @@
-"""`utils/upstream_pr.py` (`make upstream-pr`): the PR description is filled from the run, never left with a
+"""`tileblend.upstream.pr` (`make upstream-pr`): the PR description is filled from the run, never left with a
 placeholder, and the rewrite it performs on a checkout is reported with its numbers."""
 
 import json
@@ -10,6 +10,9 @@ import diffusers
 import pytest
 from test_rewrite import RUFF_CONFIG
 
+from tileblend.upstream import check as upstream_check
+from tileblend.upstream import pr as upstream_pr
+
 
 pytestmark = pytest.mark.slow  # starts processes: not in the fast tier (`-m 'not slow'`)
 
@@ -18,20 +21,17 @@ REPO = Path(__file__).resolve().parents[1]
 INSTALLED = Path(diffusers.__file__).parent
 
 
-CHECK = {
-    "ok": True,
-    "inherit": False,
-    "table": "| check | pristine | rewritten |\n| --- | --- | --- |\n| `python utils/check_copies.py` | clean | clean |",
-    "added": {"a::TestXTilingBlend::test_tiled_forward_matches_row_loop[fp32]": "passed", "a::b::c[fp32]": "skipped"},
-    "added_classes": ["TestXTilingBlend"],
-    "test_command": 'pytest tests/models/autoencoders -k "tiling or slicing or blend"',
-    "regressions": [],
-    "added_alone": {"outcomes": {}, "collection_errors": {}, "seconds": 61.4},
-    "copies": {"pristine": True, "rewritten": True},
-    "ruff_check": {"pristine": True, "rewritten": True},
-    "ruff_format": {"pristine": True, "rewritten": True},
-    "broken": {"outcomes": {"a::TestXTilingBlend::test_tiled_forward_matches_row_loop[fp32]": "failed"}},
-}
+ADDED_TEST = "a::TestXTilingBlend::test_tiled_forward_matches_row_loop[fp32]"
+CHECK = upstream_check.CheckResult(
+    selection=upstream_check.SELECTION,
+    copies={"pristine": True, "rewritten": True},
+    ruff_check={"pristine": True, "rewritten": True},
+    ruff_format={"pristine": True, "rewritten": True},
+    tests={"pristine": upstream_check.TestRun(), "rewritten": upstream_check.TestRun()},
+    added={ADDED_TEST: "passed", "a::TestXTilingBlend::test_tiled_forward_cuda_graph[fp32]": "skipped"},
+    added_alone=upstream_check.TestRun(seconds=61.4),
+    broken=upstream_check.TestRun(outcomes={ADDED_TEST: "failed"}),
+)
 REWRITE = {
     "diffusers_version": "9.9.9",
     "methods": 7,
@@ -76,23 +76,23 @@ LAUNCHES = {
 }
 
 
-def drafts(upstream_pr, numbers) -> tuple[str, str]:
+def drafts(numbers) -> tuple[str, str]:
     return tuple(upstream_pr.template(name).substitute(numbers) for name in ("coordination-issue", "pr-description"))
 
 
-def filled(upstream_pr, check=CHECK, gpu=None, launches=None) -> dict:
+def filled(check=CHECK, gpu=None, launches=None) -> dict:
     """Every placeholder: the rewrite's (REWRITE), then those of a check run, a GPU run and a launch estimate."""
     numbers = REWRITE | upstream_pr.check_numbers(check, False) | upstream_pr.gpu_numbers(gpu)
     return numbers | upstream_pr.performance_numbers(launches)
 
 
-def test_drafts_are_filled_from_the_check_run(upstream_pr):
-    issue, description = drafts(upstream_pr, filled(upstream_pr))
+def test_drafts_are_filled_from_the_check_run():
+    issue, description = drafts(filled())
     for text in (issue, description):
         assert "$" not in text
         assert "Read and approve every sentence" in text or "read and approve every sentence" in text
     assert description.startswith("# Vectorize blend_v/blend_h/blend_t in autoencoders\n")
-    assert CHECK["table"] in description
+    assert upstream_check.table(CHECK) in description
     assert "This PR replaces the 7 loops\n(3 `blend_v`, 3 `blend_h`, 1 `blend_t` in 3 files" in description
     assert "LAYOUT SENTENCE." in description
     assert "+30 -10 lines, tests included" in description and "+12 -20 lines" in description
@@ -119,54 +119,64 @@ def test_drafts_are_filled_from_the_check_run(upstream_pr):
     assert "OMP_NUM_THREADS=1 pytest a -k TilingBlend" in description  # the added test files, from the check run
 
 
-def test_drafts_paste_the_launch_estimate_as_an_estimate(upstream_pr):
-    _, description = drafts(upstream_pr, filled(upstream_pr, launches=LAUNCHES))
+def test_drafts_paste_the_launch_estimate_as_an_estimate():
+    _, description = drafts(filled(launches=LAUNCHES))
     assert "Estimate, not a GPU timing" in description and "(Some CPU, one thread, float16" in description
     assert "| AutoencoderKL, 1024x1024 | 12 | 10752 | 138 | 21.5 | 0.63 |" in description
     assert "`tileblend bench launches --workloads sd-1024 --dtype float16`." in description
     # The withdrawn proposal's timings are not evidence for this PR: the issue names it, the PR does not lean on it.
     assert "PUBLISHED SENTENCE." not in description
-    _, without = drafts(upstream_pr, filled(upstream_pr))
+    _, without = drafts(filled())
     assert "## Performance" not in without and "\n## GPU\n" in without
 
 
-def test_drafts_paste_a_gpu_run(upstream_pr):
-    issue, description = drafts(upstream_pr, filled(upstream_pr, gpu=GPU))
+def test_drafts_paste_a_gpu_run():
+    issue, description = drafts(filled(gpu=GPU))
     assert "| verify | ok | 40 |" in description and upstream_pr.GPU_NOT_RUN not in description
     assert "A `make gpu-check` run on cuda is attached" in issue
 
 
-def test_drafts_without_a_check_run_say_so(upstream_pr):
-    _, description = drafts(upstream_pr, filled(upstream_pr, check=None))
+def test_drafts_without_a_check_run_say_so():
+    _, description = drafts(filled(check=None))
     assert "$" not in description
     assert description.count(upstream_pr.NOT_RUN) >= 5
 
 
-def test_drafts_refuse_a_missing_number(upstream_pr):
-    numbers = filled(upstream_pr)
+def test_drafts_refuse_a_missing_number():
+    numbers = filled()
     del numbers["methods"]
     with pytest.raises(KeyError, match="methods"):
-        drafts(upstream_pr, numbers)
+        drafts(numbers)
+
+
+def without(key: str) -> dict:
+    return {name: value for name, value in json.loads(CHECK.to_json()).items() if name != key}
+
+
+def test_the_check_result_reads_back_from_its_json():
+    assert upstream_check.CheckResult.from_json(CHECK.to_json()) == CHECK
+    # The derived values in the file are for a person reading it; the reader computes them again.
+    assert upstream_check.CheckResult.from_json(json.dumps(without("table") | {"ok": False})) == CHECK
 
 
 @pytest.mark.parametrize(
-    "check, message",
+    "text, message",
     [
-        ({key: value for key, value in CHECK.items() if key != "test_command"}, "has no 'test_command'"),
-        (CHECK | {"inherit": True}, "the check JSON is of the --inherit layout"),
-        ({key: value for key, value in CHECK.items() if key != "ok"}, "has no 'ok'"),
-        ([CHECK], "is not one `make upstream-check` writes"),
-        (CHECK | {"added": ["a::b"]}, "is not one `make upstream-check` writes"),
+        (json.dumps(without("selection")), "the check JSON has no 'selection': rerun `make upstream-check`"),
+        (CHECK.to_json().replace('"inherit": false', '"inherit": true'), "the check JSON is of the --inherit layout"),
+        (json.dumps([without("table")]), "is not one `make upstream-check` writes"),
+        (json.dumps(without("added") | {"added": ["a::b"]}), "is not one `make upstream-check` writes (added is"),
+        (json.dumps(without("broken") | {"broken": {"outcome": {}}}), "is not one `make upstream-check` writes"),
+        (CHECK.to_json()[:-10], "is not one `make upstream-check` writes"),
     ],
-    ids=["stale", "other-layout", "no-ok", "a-list", "added-a-list"],
+    ids=["stale", "other-layout", "a-list", "added-a-list", "broken-run-key", "truncated"],
 )
-def test_a_stale_or_mismatched_check_json_is_refused_before_anything_is_written(
-    upstream_pr, tmp_path, capsys, check, message
-):
-    """A JSON from an older `make upstream-check`, or of the other layout: exit 2 naming why, the checkout untouched."""
+def test_a_stale_or_mismatched_check_json_is_refused_before_anything_is_written(tmp_path, capsys, text, message):
+    """A JSON from an older `make upstream-check`, of the other layout, or malformed: exit 2 naming why, the checkout
+    untouched."""
     checkout = make_checkout(tmp_path / "diffusers")
     path = tmp_path / "upstream-check.json"
-    path.write_text(json.dumps(check))
+    path.write_text(text)
     vae = checkout / "src" / "diffusers" / "models" / "autoencoders" / "vae.py"
     before = vae.read_bytes()
     assert upstream_pr.main([str(checkout), "--check-json", str(path)]) == 2
@@ -174,7 +184,7 @@ def test_a_stale_or_mismatched_check_json_is_refused_before_anything_is_written(
     assert vae.read_bytes() == before
 
 
-def test_a_malformed_gpu_or_launches_json_is_refused_before_anything_is_written(upstream_pr, tmp_path, capsys):
+def test_a_malformed_gpu_or_launches_json_is_refused_before_anything_is_written(tmp_path, capsys):
     checkout = make_checkout(tmp_path / "diffusers")
     vae = checkout / "src" / "diffusers" / "models" / "autoencoders" / "vae.py"
     before = vae.read_bytes()
@@ -199,9 +209,9 @@ def installed_checkout(tmp_path_factory) -> Path:
     return make_checkout(tmp_path_factory.mktemp("checkout"))
 
 
-def test_main_rewrites_and_prints_both_drafts(upstream_pr, installed_checkout, tmp_path, capsys):
+def test_main_rewrites_and_prints_both_drafts(installed_checkout, tmp_path, capsys):
     check = tmp_path / "check.json"
-    check.write_text(json.dumps(CHECK))
+    check.write_text(CHECK.to_json())
     assert upstream_pr.main([str(installed_checkout), "--check-json", str(check)]) == 0
     out = capsys.readouterr().out
     summary, rest = out.split("---- DRAFT 1: the coordination issue")
@@ -211,7 +221,7 @@ def test_main_rewrites_and_prints_both_drafts(upstream_pr, installed_checkout, t
     assert f"This PR replaces the {methods} loops" in description
     assert f"diffusers\n{diffusers.__version__}" in description or f"diffusers {diffusers.__version__}" in description
     assert "`ruff format --check` on the touched files: clean" in description
-    assert CHECK["table"] in description and "$" not in description
+    assert upstream_check.table(CHECK) in description and "$" not in description
     # Both layouts were planned on the pristine checkout: their diff sizes differ and both are printed.
     copies, inherit = re.findall(r"\(\+(\d+) -(\d+) lines, tests included\)", issue)
     assert copies != inherit and int(copies[0]) > int(inherit[0])
@@ -221,12 +231,12 @@ def test_main_rewrites_and_prints_both_drafts(upstream_pr, installed_checkout, t
     assert "`AutoencoderKL`" in untested.group(1).split(", ") and "`AutoencoderKLWan`" in untested.group(1)
 
 
-def test_main_refuses_a_tree_that_is_not_diffusers(upstream_pr, tmp_path, capsys):
+def test_main_refuses_a_tree_that_is_not_diffusers(tmp_path, capsys):
     assert upstream_pr.main([str(tmp_path)]) == 2
     assert "is not a diffusers checkout" in capsys.readouterr().err
 
 
-def test_main_checks_copies_and_fixes_none(upstream_pr, tmp_path, capsys):
+def test_main_checks_copies_and_fixes_none(tmp_path, capsys):
     """A copy that had drifted before the rewrite: the run reports it and fails, and leaves it as it was (the
     rewrite owns its copies; the copy fixer is not run behind it)."""
     root = make_checkout(tmp_path / "checkout")

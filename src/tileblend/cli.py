@@ -2,8 +2,9 @@
 
 import argparse
 
-from . import __version__, rewrite, run
+from . import __version__, run
 from .bench import cli as bench
+from .upstream import rewrite
 from .verify import cli as verify
 
 

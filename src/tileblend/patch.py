@@ -9,7 +9,8 @@ A patched method says what it is: its `__module__` is "tileblend.patch", `inspec
 method (not diffusers' loop), and `original_method(cls, name)` returns the loop.
 
 `wrapped_methods` is the one way tileblend swaps methods on a class and puts them back: `enable()` installs the
-replacements with it, and `tileblend.calls.record_blends` and the benchmarks' blend timers wrap whatever is installed.
+replacements with it, `tileblend.calls.record_blends` and the benchmarks' blend timers wrap whatever is installed, and
+`tileblend.parallel.tiled` installs its dispatching `decode`/`encode` (which a model's class may inherit).
 """
 
 import ast
@@ -52,20 +53,28 @@ _enabled_outside_scopes = False  # whether the blends stay enabled once no `enab
 @contextlib.contextmanager
 def wrapped_methods(methods, wrap):
     """Inside the block, each method `name` of `cls` in `methods` ((cls, name) pairs) is `wrap(cls, name, function)`,
-    where `function` is what `cls` itself held when the block began; on exit those same function objects are put back,
-    except where someone else has replaced the wrapper meanwhile (their method stays).
+    set on `cls` itself, where `function` is what `cls` resolved `name` to when the block began: its own attribute, or
+    the one it inherits from a base class (`inspect.getattr_static`; AttributeError if it has none).
+
+    On exit each class is as before: its own function object is put back, and a wrapper of an inherited method is
+    deleted (so the class inherits again, with no attribute of its own), except where someone else has replaced the
+    wrapper meanwhile (their method stays).
     """
-    installed = [(cls, name, vars(cls)[name]) for cls, name in methods]
+    installed = [(cls, name, inspect.getattr_static(cls, name), name in vars(cls)) for cls, name in methods]
     wrappers = []
     try:
-        for cls, name, function in installed:
+        for cls, name, function, _ in installed:
             wrappers.append(wrap(cls, name, function))
             setattr(cls, name, wrappers[-1])
         yield
     finally:
-        for (cls, name, function), wrapper in zip(installed, wrappers):
-            if vars(cls).get(name) is wrapper:
+        for (cls, name, function, own), wrapper in zip(installed, wrappers):
+            if vars(cls).get(name) is not wrapper:
+                continue
+            if own:
                 setattr(cls, name, function)
+            else:
+                delattr(cls, name)
 
 
 def autoencoder_classes() -> list[type]:

@@ -11,7 +11,7 @@ tensor rank and some position of `V` in the index, once parameters are named `se
 `K` is the position of `V` counted from the start or from the end, and the method's name must match the axis it
 blends for that rank (`blend_v`: -2, `blend_h`: -1, `blend_t`: -3). The match is structural (ast), so line wrapping,
 parentheses and annotations do not matter, while any other arithmetic, statement or name does. The runtime patch
-(`tileblend.patch`) and the upstream rewriter (`tileblend.rewrite`) share this one recogniser.
+(`tileblend.patch`) and the upstream rewriter (`tileblend.upstream.rewrite`) share this one recogniser.
 """
 
 import ast

@@ -22,7 +22,6 @@ and normal and every call does the same work. The summary names the worst speedu
 """
 
 import argparse
-import json
 import statistics
 import time
 
@@ -31,10 +30,12 @@ import torch
 from .. import arguments
 from ..blend import BLEND_FUNCTIONS, DTYPE_NAMES, DTYPES
 from ..compare import bitwise_equal
-from ..machine import machine
 from ..opcount import count_aten_ops
 from ..reference import REFERENCE_FUNCTIONS
 from ..timing import median_ms, time_calls
+from .machine import machine
+from .pairs import arm_order, paired_ratios
+from .records import write_record
 
 
 METHODS = ("blend_v", "blend_h", "blend_t")
@@ -58,8 +59,8 @@ VIDEO_SEAMS = (
 
 
 def machine_info(device: torch.device) -> dict:
-    """Where the numbers come from (`tileblend.machine`): platform, CPU (and GPU) name, torch threads, load average,
-    torch and diffusers versions."""
+    """Where the numbers come from (`tileblend.bench.machine`): platform, CPU (and GPU) name, torch threads, load
+    average, torch and diffusers versions."""
     facts = machine(device)
     return {
         "platform": facts.platform,
@@ -97,10 +98,9 @@ def bench_row(
     arms = {"loop": (lambda: loop(a, b, extent)), "vectorized": (lambda: vectorized(a, b, extent))}
     samples = {name: time_calls(function, device, repeats=0, warmup=1) for name, function in arms.items()}
     started = time.perf_counter()
-    for call in range(repeats):
-        for name in ("loop", "vectorized") if call % 2 == 0 else ("vectorized", "loop"):
-            samples[name] += time_calls(arms[name], device, repeats=1, warmup=0)
-        if call >= 4 and time.perf_counter() - started > budget_s:
+    for _, name in arm_order(repeats, ("loop", "vectorized")):
+        samples[name] += time_calls(arms[name], device, repeats=1, warmup=0)
+        if len(samples["loop"]) == len(samples["vectorized"]) >= 5 and time.perf_counter() - started > budget_s:
             break
     loop_samples, vectorized_samples = samples["loop"], samples["vectorized"]
     loop_ms, vectorized_ms = median_ms(loop_samples), median_ms(vectorized_samples)
@@ -113,7 +113,7 @@ def bench_row(
         "sd_seam": seam == "SD" and method != "blend_t" and extent == SD_SEAM_EXTENT,
         "loop_ms": loop_ms,
         "vectorized_ms": vectorized_ms,
-        "speedup": statistics.median(loop / vectorized for loop, vectorized in zip(loop_samples, vectorized_samples)),
+        "speedup": statistics.median(paired_ratios(loop_samples, vectorized_samples)),
         "loop_ops": loop_ops,
         "vectorized_ops": vectorized_ops,
         "samples": [len(loop_samples), len(vectorized_samples)],
@@ -215,7 +215,5 @@ def main(args: argparse.Namespace) -> int:
             print(format_table(rows[-1:]).removeprefix(header + "\n"), flush=True)
     print("\n" + summary(rows))
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as report:
-            json.dump({"machine": machine, "rows": rows}, report, indent=2)
-            report.write("\n")
+        write_record(args.json, {"machine": machine, "rows": rows})
     return 0

@@ -19,11 +19,9 @@ This module is also the worker: `python -m tileblend.bench.compile --arm A|B --c
 """
 
 import argparse
-import json
 import os
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
@@ -32,24 +30,23 @@ from .. import tiny_models as registry
 from ..blend import DTYPES
 from ..calls import record_blends
 from ..compare import bitwise_equal
-from ..machine import environment
-from ..patch import autoencoder_classes, enable, find_loop_blends
 from ..timing import median_ms, time_calls, timed
-from .options import add_benchmark_parser, add_run_options, run_config
-from .pairs import arm_order, run_worker
-from .worker import worker_arguments
+from .machine import environment
+from .options import add_benchmark_parser, add_run_options, run_config, worker_config
+from .pairs import run_arms
+from .records import CompileResult, WorkerConfig, write_record, write_result
+from .worker import start_arm, worker_arguments
 
 
 WORKER_MODULE = "tileblend.bench.compile"
 BACKENDS = ("eager", "aot_eager", "inductor")
-RUN_OPTIONS = (
-    ("--pairs", 1, "A/B process pairs per model and backend (default: 1)"),
-    ("--reps", 5, "timed compiled calls per process (default: 5)"),
-    ("--warmup", 1, "untimed compiled calls after the first (default: 1)"),
-    ("--seed", 0, "seed of the random weights and inputs"),
-    ("--threads", None, "torch CPU threads per worker (default: torch's)"),
-)
-"""The integer options of `bench compile`: (flag, default, help)."""
+RUN_OPTION_CHANGES = {
+    "--pairs": {"default": 1, "help": "A/B process pairs per model and backend (default: 1)"},
+    "--reps": {"help": "timed compiled calls per process (default: 5)"},
+    "--warmup": {"help": "untimed compiled calls after the first (default: 1)"},
+    "--threads": {"help": "torch CPU threads per worker (default: torch's)"},
+}
+"""How the run options of `bench compile` differ from `tileblend.bench.options.RUN_OPTIONS`."""
 
 
 class CountingBackend:
@@ -67,85 +64,84 @@ class CountingBackend:
 
 
 def worker_main(argv: list[str] | None = None) -> int:
-    """One process: eager decode, compile (timed first call), steady-state calls; writes the JSON result."""
+    """One process: eager decode, compile (timed first call), steady-state calls; writes its `CompileResult`."""
     args = worker_arguments(
         "One arm of `tileblend bench compile` (started by the parent).",
         "where to torch.save the compiled output",
         argv,
-        save_required=True,
     )
-    config = json.loads(args.config)
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = config["inductor_cache"]  # empty: a cold compile, nothing reused
-    device, dtype = torch.device(config["device"]), DTYPES[config["dtype"]]
-    if config["threads"]:
-        torch.set_num_threads(config["threads"])
-    find_loop_blends(autoencoder_classes())  # both arms import every autoencoder module
-    if args.arm == "B":
-        enable()
-    entry = registry.MODELS[config["model"]]
-    model = registry.build_model(entry, dtype, device, seed=config["seed"])
-    latents = registry.make_input(entry, "decode", dtype, device, seed=config["seed"])
+    # A folder of its own beside the result, in the parent's temporary folder: a cold compile, nothing reused.
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(Path(args.result).with_suffix(".inductor-cache"))
+    result, output = compile_arm(args.arm, args.config)
+    if args.save:
+        torch.save(output.detach().cpu(), args.save)
+    write_result(args.result, result)
+    return 0
+
+
+def compile_arm(arm: str, config: WorkerConfig) -> tuple[CompileResult, torch.Tensor]:
+    """Decode `config.workload["model"]` eagerly, then compiled with `config.workload["backend"]` (the first call timed
+    apart); return what was measured and the compiled output."""
+    device, dtype = torch.device(config.device), DTYPES[config.dtype]
+    start_arm(arm, config)
+    entry = registry.MODELS[config.workload["model"]]
+    model = registry.build_model(entry, dtype, device, seed=config.seed)
+    latents = registry.make_input(entry, "decode", dtype, device, seed=config.seed)
 
     def decode(x):
         return registry.run_path(model, entry, "decode", x)
 
     with record_blends(type(model)) as calls:
         eager = decode(latents)
-    backend = CountingBackend(config["backend"])
+    backend = CountingBackend(config.workload["backend"])
     compiled = torch.compile(decode, backend=backend, dynamic=False)
     output, compile_s = timed(lambda: compiled(latents), device)
-    samples = time_calls(lambda: compiled(latents), device, repeats=config["reps"], warmup=config["warmup"])
-    torch.save(output.detach().cpu(), args.save)
-    result = {
-        "arm": args.arm,
-        "blend_calls": len(calls),
-        "graphs": backend.graphs,
-        "fx_nodes": backend.nodes,
-        "compile_s": compile_s,
-        "samples_ms": [sample * 1e3 for sample in samples],
-        "steady_ms": median_ms(samples),
-        "equal_to_eager": bitwise_equal(eager, output),
-    }
-    Path(args.result).write_text(json.dumps(result), encoding="utf-8")
-    return 0
+    samples = time_calls(lambda: compiled(latents), device, repeats=config.reps, warmup=config.warmup)
+    result = CompileResult(
+        arm=arm,
+        blend_calls=len(calls),
+        graphs=backend.graphs,
+        fx_nodes=backend.nodes,
+        compile_s=compile_s,
+        samples_ms=[sample * 1e3 for sample in samples],
+        steady_ms=median_ms(samples),
+        equal_to_eager=bitwise_equal(eager, output),
+    )
+    return result, output
 
 
-def run_case(config: dict, pairs: int, progress=lambda line: print(line, flush=True)) -> dict:
-    """Run `pairs` pairs of worker processes (A B, B A, ...) for one model and backend; return the summary row."""
-    workers = {"A": [], "B": []}
-    outputs = {}
-    with tempfile.TemporaryDirectory(prefix="tileblend-bench-compile-") as tmp:
-        for index, (pair, arm) in enumerate(arm_order(pairs)):
-            config_for_process = config | {"inductor_cache": str(Path(tmp, f"cache-{index}"))}
-            save = Path(tmp, f"output-{index}.pt")
-            result = run_worker(WORKER_MODULE, arm, config_for_process, Path(tmp, f"result-{index}.json"), save)
-            if result["blend_calls"] == 0:
-                raise RuntimeError(f"no blend method ran in the tiled decode of {config['model']}")
-            workers[arm].append(result)
-            outputs.setdefault(arm, torch.load(save))
-            progress(
-                f"  {config['model']} {config['backend']} arm {arm} (pair {pair + 1}): compile {result['compile_s']:.1f}"
-                f" s, {result['graphs']} graphs, {result['fx_nodes']} FX nodes, steady {result['steady_ms']:.1f} ms"
-            )
+def run_case(config: WorkerConfig, pairs: int, progress=lambda line: print(line, flush=True)) -> dict:
+    """Run `pairs` pairs of worker processes (A B, B A, ...; `tileblend.bench.pairs.run_arms`) for the model and
+    backend of `config.workload`, printing one line per process with `progress`; return the summary row."""
+    model, backend = config.workload["model"], config.workload["backend"]
+
+    def show_progress(index: int, pair: int, arm: str, result: CompileResult) -> None:
+        progress(
+            f"  {model} {backend} arm {arm} (pair {pair + 1}): compile {result.compile_s:.1f} s, {result.graphs} "
+            f"graphs, {result.fx_nodes} FX nodes, steady {result.steady_ms:.1f} ms"
+        )
+
+    nothing_blended = f"no blend method ran in the tiled decode of {model}"
+    runs = run_arms(WORKER_MODULE, config, pairs, CompileResult, nothing_blended, show_progress)
     arms = {
         arm: {
-            "blend_calls": results[0]["blend_calls"],
-            "graphs": results[0]["graphs"],
-            "fx_nodes": results[0]["fx_nodes"],
-            "compile_s": statistics.median(result["compile_s"] for result in results),
-            "compile_samples_s": [result["compile_s"] for result in results],
-            "steady_ms": statistics.median(result["steady_ms"] for result in results),
-            "samples_ms": [result["samples_ms"] for result in results],
-            "equal_to_eager": all(result["equal_to_eager"] for result in results),
+            "blend_calls": results[0].blend_calls,
+            "graphs": results[0].graphs,
+            "fx_nodes": results[0].fx_nodes,
+            "compile_s": statistics.median(result.compile_s for result in results),
+            "compile_samples_s": [result.compile_s for result in results],
+            "steady_ms": statistics.median(result.steady_ms for result in results),
+            "samples_ms": [result.samples_ms for result in results],
+            "equal_to_eager": all(result.equal_to_eager for result in results),
         }
-        for arm, results in workers.items()
+        for arm, results in runs.results.items()
     }
     return {
-        "model": config["model"],
-        "class": registry.MODELS[config["model"]].class_name,
-        "backend": config["backend"],
+        "model": model,
+        "class": registry.MODELS[model].class_name,
+        "backend": backend,
         "arms": arms,
-        "outputs_equal": bitwise_equal(outputs["A"], outputs["B"]),
+        "outputs_equal": runs.outputs_equal,
     }
 
 
@@ -192,7 +188,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--backends", nargs="+", choices=BACKENDS, default=["eager", "inductor"], help="torch.compile backends"
     )
-    add_run_options(parser, "torch device", RUN_OPTIONS)
+    add_run_options(parser, "torch device", changes=RUN_OPTION_CHANGES)
     parser.add_argument("--json", metavar="PATH", help="write the rows, config and machine as JSON")
 
 
@@ -205,10 +201,6 @@ def main(args: argparse.Namespace) -> int:
     """Run every model (of those the installed diffusers has) and backend; print the table; returns 1 if A's and B's
     outputs differ where they must be equal (every backend but Inductor, and Inductor in float32 and float64 from torch
     2.13 on)."""
-    if args.pairs < 1 or args.reps < 1 or args.warmup < 0:
-        print("--pairs and --reps must be at least 1, --warmup at least 0", file=sys.stderr)
-        return 2
-    base = run_config(args)
     print(f"tileblend bench compile: {args.dtype} on {args.device}, {args.pairs} pair(s) of processes per case")
     models = []
     for model in args.models:
@@ -218,17 +210,16 @@ def main(args: argparse.Namespace) -> int:
         else:
             models.append(model)
     rows = [
-        run_case(base | {"model": model, "backend": backend}, args.pairs)
+        run_case(worker_config(args, {"model": model, "backend": backend}), args.pairs)
         for model in models
         for backend in args.backends
     ]
     print()
     print(format_table(rows, args.pairs, args.reps))
     if args.json:
-        record = {"benchmark": "compile", "config": base | {"pairs": args.pairs}, "rows": rows}
-        record |= environment(base["device"], base["threads"])
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(record, indent=2), encoding="utf-8")
+        record = {"benchmark": "compile", "config": run_config(args) | {"pairs": args.pairs}, "rows": rows}
+        record |= environment(args.device, args.threads)
+        write_record(args.json, record)
     must_equal = args.dtype in ("float32", "float64") and torch.__version__ >= INDUCTOR_EXACT_FROM
     mismatches = [
         f"{row['model']} {row['backend']}"

@@ -34,7 +34,8 @@ import torch
 from .. import arguments
 from ..blend import DTYPES
 from . import protocol
-from .options import add_benchmark_parser, run_config
+from .options import add_benchmark_parser, worker_config
+from .records import WorkerConfig
 from .worker import worker_main
 
 
@@ -182,19 +183,19 @@ def latent_shape(vae, size: tuple[int, int], frames: int | None) -> tuple[int, .
     return (1, channels, (frames - 1) // temporal + 1, height, width)
 
 
-def build_model(config: dict, device: torch.device, dtype: torch.dtype):
-    """The decoded VAE of a workload config: the checkpoint `config["model"]`, or the preset VAE `config["vae"]`."""
-    if config.get("model"):
-        return load_vae(config, device, dtype)
-    return build_vae(config["vae"], config["tile"], device, dtype, config["seed"])
+def build_model(config: WorkerConfig, device: torch.device, dtype: torch.dtype):
+    """The decoded VAE of a worker config: the checkpoint `model` of its workload, or the preset VAE `vae`."""
+    if config.workload["model"]:
+        return load_vae(config.workload, device, dtype)
+    return build_vae(config.workload["vae"], config.workload["tile"], device, dtype, config.seed)
 
 
-def build_workload(config: dict):
+def build_workload(config: WorkerConfig):
     """The worker's measured call: one tiled decode of seeded random latents; returns the decoded sample."""
-    device, dtype = torch.device(config["device"]), DTYPES[config["dtype"]]
+    device, dtype = torch.device(config.device), DTYPES[config.dtype]
     vae = build_model(config, device, dtype)
-    generator = torch.Generator().manual_seed(config["seed"] + 1)
-    latents = torch.randn(latent_shape(vae, config["size"], config["frames"]), generator=generator)
+    generator = torch.Generator().manual_seed(config.seed + 1)
+    latents = torch.randn(latent_shape(vae, config.workload["size"], config.workload["frames"]), generator=generator)
     latents = latents.to(device, dtype)
 
     def decode():
@@ -258,12 +259,13 @@ def describe(config: dict) -> str:
     return f"{source}, {clip}{config['size'][0]}x{config['size'][1]}, {tiles}"
 
 
-def check_output_fits(config: dict) -> None:
+def check_output_fits(config: WorkerConfig) -> None:
     """Raise ValueError, saying what it would need, when the decoded output alone (3 channels, the config's size and
     frames, its dtype) is larger than the memory available on the config's device (CUDA: free device memory; CPU:
     MemAvailable of /proc/meminfo, unchecked where that file is missing)."""
-    device = torch.device(config["device"])
-    needed = 3 * (config["frames"] or 1) * config["size"][0] * config["size"][1] * DTYPES[config["dtype"]].itemsize
+    device = torch.device(config.device)
+    frames, (height, width) = config.workload["frames"] or 1, config.workload["size"]
+    needed = 3 * frames * height * width * DTYPES[config.dtype].itemsize
     if device.type == "cuda":
         available = torch.cuda.mem_get_info(device)[0]
     else:
@@ -283,12 +285,12 @@ def check_output_fits(config: dict) -> None:
 def main(args: argparse.Namespace) -> int:
     """Run the decode benchmark; returns 1 if arm A and arm B decode to different bits, 2 on a usage error."""
     try:
-        config = workload_config(args) | run_config(args)
+        config = worker_config(args, workload_config(args))
         check_output_fits(config)
     except ValueError as error:
         print(f"tileblend bench decode: {error}", file=sys.stderr)
         return 2
-    title = f"tileblend bench decode: {describe(config)}, {args.dtype} on {args.device}"
+    title = f"tileblend bench decode: {describe(config.workload)}, {args.dtype} on {args.device}"
     return protocol.run_benchmark("decode", WORKER_MODULE, title, config, args)
 
 

@@ -18,21 +18,20 @@ from 1128 to 1009 ms in float16.
 """
 
 import argparse
-import json
 import statistics
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
 from ..blend import BLEND_AXES, BLEND_FUNCTIONS, DTYPES
 from ..calls import record_blends
-from ..machine import environment
 from ..opcount import count_aten_ops
 from ..timing import time_calls
 from .decode import SD_VAE_CONFIG, enable_tiling, latent_shape
+from .machine import environment
 from .options import add_benchmark_parser
+from .records import write_record
 
 
 @dataclass(frozen=True)
@@ -187,6 +186,5 @@ def main(args: argparse.Namespace) -> int:
         record = {"benchmark": "launches", "command": command, "dtype": args.dtype, "repeats": args.repeats}
         record |= {"results": results}
         record |= {"published_check": check} | environment("cpu", 1)
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(record, indent=2), encoding="utf-8")
+        write_record(args.json, record)
     return 0

@@ -10,7 +10,7 @@ This module is also the worker: `python -m tileblend.bench.parallel --config JSO
 """
 
 import argparse
-import json
+import dataclasses
 import os
 import signal
 import subprocess
@@ -23,22 +23,23 @@ import torch
 from .. import arguments
 from ..blend import DTYPES
 from ..compare import bitwise_equal
-from ..machine import environment
 from ..timing import median_ms, timed
 from . import decode
-from .options import DEFAULT_DEVICE, add_benchmark_parser, add_run_options, parse_size, run_config
+from .machine import environment
+from .options import DEFAULT_DEVICE, add_benchmark_parser, add_run_options, parse_size, worker_config
 from .pairs import format_bytes, worker_environment
+from .records import ParallelArmResult, WorkerConfig, read_result, write_record, write_result
 from .worker import peak_memory_bytes
 
 
 WORKER_MODULE = "tileblend.bench.parallel"
-RUN_OPTIONS = (
-    ("--reps", 3, "timed decodes per arm (default: 3)"),
-    ("--warmup", 1, "untimed decodes per arm first (default: 1)"),
-    ("--seed", 0, "seed of the random weights and latents"),
-    ("--threads", 1, "torch CPU threads per process (default: 1)"),
-)
-"""The integer options of `bench parallel`: (flag, default, help)."""
+RUN_OPTION_CHANGES = {
+    "--reps": {"default": 3, "help": "timed decodes per arm (default: 3)"},
+    "--warmup": {"help": "untimed decodes per arm first (default: 1)"},
+    "--seed": {"help": "seed of the random weights and latents"},
+    "--threads": {"default": 1, "help": "torch CPU threads per process (default: 1)"},
+}
+"""How the run options of `bench parallel` differ from `tileblend.bench.options.RUN_OPTIONS` (it has no --pairs)."""
 
 
 def add_parser(subparsers) -> None:
@@ -58,7 +59,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--frames", type=arguments.positive_int, help="frames of the clip, video presets only (default: the preset's)"
     )
-    add_run_options(parser, f"cpu or cuda (default: {DEFAULT_DEVICE})", RUN_OPTIONS)
+    add_run_options(parser, f"cpu or cuda (default: {DEFAULT_DEVICE})", omit=("--pairs",), changes=RUN_OPTION_CHANGES)
     parser.add_argument("--timeout", type=float, default=3600, help="seconds an arm may run (default: 3600)")
     parser.add_argument("--json", metavar="PATH", help="write the per-rank results and the summary as JSON")
 
@@ -70,21 +71,23 @@ def main(args: argparse.Namespace) -> int:
         print("--nproc must be at least 2, --reps at least 1, --warmup at least 0", file=sys.stderr)
         return 2
     try:
-        config = decode.workload_config(args) | run_config(args)
+        config = worker_config(args, decode.workload_config(args))
         decode.check_output_fits(config)
     except ValueError as error:
         print(f"tileblend bench parallel: {error}", file=sys.stderr)
         return 2
-    clip = f"{config['frames']} frames of " if config["frames"] else ""
+    workload = config.workload
+    clip = f"{workload['frames']} frames of " if workload["frames"] else ""
     title = (
-        f"tileblend bench parallel: random-weight preset {args.preset}, {clip}{config['size'][0]}x{config['size'][1]}, "
-        f"{config['tile']}-px tiles, {args.dtype} on {args.device}, {args.threads} thread(s) per process"
+        f"tileblend bench parallel: random-weight preset {args.preset}, {clip}{workload['size'][0]}x"
+        f"{workload['size'][1]}, {workload['tile']}-px tiles, {args.dtype} on {args.device}, {args.threads} thread(s) "
+        "per process"
     )
     print(title, flush=True)
     with tempfile.TemporaryDirectory(prefix="tileblend-parallel-") as tmp:
         try:
             single = _run_arm(config, 1, Path(tmp, "single"), args.timeout)
-            print(f"single: median {single[0]['median_ms']:.1f} ms", flush=True)
+            print(f"single: median {single[0].median_ms:.1f} ms", flush=True)
             ranks = _run_arm(config, args.nproc, Path(tmp, "parallel"), args.timeout)
         except ArmTimeout as error:
             print(f"tileblend bench parallel: {error}", file=sys.stderr)
@@ -93,17 +96,17 @@ def main(args: argparse.Namespace) -> int:
             torch.load(Path(tmp, "single", "output.pt")), torch.load(Path(tmp, "parallel", "output.pt"))
         )
     summary = {
-        "single_median_ms": single[0]["median_ms"],
-        "parallel_median_ms": max(rank["median_ms"] for rank in ranks),
+        "single_median_ms": single[0].median_ms,
+        "parallel_median_ms": max(rank.median_ms for rank in ranks),
         "outputs_equal": outputs_equal,
     }
     summary["speedup"] = summary["single_median_ms"] / summary["parallel_median_ms"]
     print(format_summary(single[0], ranks, summary))
     if args.json:
-        record = {"benchmark": "parallel", "title": title, "config": config, "single": single[0], "ranks": ranks}
-        record |= environment(config["device"], config["threads"]) | summary
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(record, indent=2), encoding="utf-8")
+        results = {"single": dataclasses.asdict(single[0]), "ranks": [dataclasses.asdict(rank) for rank in ranks]}
+        record = {"benchmark": "parallel", "title": title, "config": config.as_dict()} | results
+        record |= environment(config.device, config.threads) | summary
+        write_record(args.json, record)
     if not outputs_equal:
         print("MISMATCH: single-device and parallel outputs differ", file=sys.stderr)
         return 1
@@ -136,16 +139,16 @@ class ArmTimeout(Exception):
     """An arm ran past `--timeout`; its whole process tree was killed."""
 
 
-def _run_arm(config: dict, nproc: int, out: Path, timeout: float) -> list[dict]:
+def _run_arm(config: WorkerConfig, nproc: int, out: Path, timeout: float) -> list[ParallelArmResult]:
     """Start the worker (alone, or under torchrun for nproc > 1), wait, and return each rank's result."""
     out.mkdir(parents=True)
-    worker = ["-m", WORKER_MODULE, "--config", json.dumps(config), "--out", str(out)]
+    worker = ["-m", WORKER_MODULE, "--config", config.to_json(), "--out", str(out)]
     if nproc > 1:
         launcher = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc)]
         command = [sys.executable, *launcher, *worker]
     else:
         command = [sys.executable, *worker]
-    env = worker_environment(OMP_NUM_THREADS=str(config["threads"]))
+    env = worker_environment(OMP_NUM_THREADS=str(config.threads))
     # A session of its own, and on a timeout every descendant too (torchrun starts its ranks in sessions of theirs).
     process = subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
@@ -158,29 +161,29 @@ def _run_arm(config: dict, nproc: int, out: Path, timeout: float) -> list[dict]:
         raise ArmTimeout(f"the {nproc}-process arm ran past --timeout {timeout:g} s; it and its ranks were killed")
     if process.returncode != 0:
         raise RuntimeError(f"the {nproc}-process arm failed (exit {process.returncode}):\n{output[-4000:]}")
-    return [json.loads(Path(out, f"rank{rank}.json").read_text(encoding="utf-8")) for rank in range(nproc)]
+    return [read_result(Path(out, f"rank{rank}.json"), ParallelArmResult) for rank in range(nproc)]
 
 
-def format_summary(single: dict, ranks: list[dict], summary: dict) -> str:
+def format_summary(single: ParallelArmResult, ranks: list[ParallelArmResult], summary: dict) -> str:
     """The table: one row for the single process, one per parallel rank, then speedup and bitwise equality."""
     header = f"{'process':<14} {'median ms':>10} {'tiles':>7} {'sent':>12} {'received':>12} {'peak memory':>12}"
     lines = ["", header, "-" * len(header)]
     lines.append(
-        f"{'single':<14} {single['median_ms']:>10.1f} {single['tiles']:>7} {'-':>12} {'-':>12} "
-        f"{format_bytes(single['peak_memory_bytes']):>12}"
+        f"{'single':<14} {single.median_ms:>10.1f} {single.tiles:>7} {'-':>12} {'-':>12} "
+        f"{format_bytes(single.peak_memory_bytes):>12}"
     )
     for rank, result in enumerate(ranks):
-        report = result["report"]
+        report = result.report
         lines.append(
-            f"{'rank ' + str(rank):<14} {result['median_ms']:>10.1f} {report['own_tiles']:>7} "
+            f"{'rank ' + str(rank):<14} {result.median_ms:>10.1f} {report['own_tiles']:>7} "
             f"{_bytes(report['sent']):>12} {_bytes(report['received']):>12} "
-            f"{format_bytes(result['peak_memory_bytes']):>12}"
+            f"{format_bytes(result.peak_memory_bytes):>12}"
         )
     lines.append(
         f"\nspeedup single/parallel (medians; parallel: slowest rank): {summary['speedup']:.3f}x on {len(ranks)} "
         f"processes"
     )
-    lines.append(f"peak memory: {ranks[0]['peak_memory_kind']}; sent/received: bytes of decoded tiles per call")
+    lines.append(f"peak memory: {ranks[0].peak_memory_kind}; sent/received: bytes of decoded tiles per call")
     lines.append(f"outputs bitwise equal: {'yes' if summary['outputs_equal'] else 'NO'}")
     return "\n".join(lines)
 
@@ -199,13 +202,14 @@ def worker_main(argv: list[str] | None = None) -> int:
     import tileblend.parallel
 
     parser = argparse.ArgumentParser(description="One process of `tileblend bench parallel` (started by it).")
-    parser.add_argument("--config", required=True)
+    parser.add_argument("--config", type=WorkerConfig.from_json, required=True, help="the benchmark config, as JSON")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    config = json.loads(args.config)
-    torch.set_num_threads(config["threads"])
+    config = args.config
+    workload = config.workload
+    torch.set_num_threads(config.threads)
     parallel = "WORLD_SIZE" in os.environ
-    device = torch.device(config["device"])
+    device = torch.device(config.device)
     if parallel and device.type == "cuda":
         device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
         torch.cuda.set_device(device)
@@ -214,40 +218,41 @@ def worker_main(argv: list[str] | None = None) -> int:
     rank = dist.get_rank() if parallel else 0
     tileblend.enable()
 
-    vae = decode.build_vae(config["vae"], config["tile"], device, DTYPES[config["dtype"]], config["seed"])
-    generator = torch.Generator().manual_seed(config["seed"] + 1)
-    latents = torch.randn(decode.latent_shape(vae, config["size"], config["frames"]), generator=generator)
-    latents = latents.to(device, DTYPES[config["dtype"]])
-    report = {}
+    vae = decode.build_vae(workload["vae"], workload["tile"], device, DTYPES[config.dtype], config.seed)
+    generator = torch.Generator().manual_seed(config.seed + 1)
+    latents = torch.randn(decode.latent_shape(vae, workload["size"], workload["frames"]), generator=generator)
+    latents = latents.to(device, DTYPES[config.dtype])
+    report = {}  # the fields of the last call's `tileblend.parallel.ParallelTraffic` (none in the single arm)
 
     def run():
-        report.clear()
         if parallel:
-            return tileblend.parallel.decode(vae, latents, report=report).sample
+            output, traffic = tileblend.parallel.decode(vae, latents, return_traffic=True)
+            report.update(dataclasses.asdict(traffic))
+            return output.sample
         return vae.decode(latents).sample
 
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     samples = []
     with torch.inference_mode():
-        for index in range(config["warmup"] + config["reps"]):
+        for index in range(config.warmup + config.reps):
             if parallel:
                 dist.barrier()
             output, seconds = timed(run, device)
-            if index >= config["warmup"]:
+            if index >= config.warmup:
                 samples.append(seconds)
     peak, peak_kind = peak_memory_bytes(device)
     if rank == 0:
         torch.save(output.detach().cpu(), Path(args.out, "output.pt"))
-    result = {
-        "samples_ms": [sample * 1e3 for sample in samples],
-        "median_ms": median_ms(samples),
-        "peak_memory_bytes": peak,
-        "peak_memory_kind": peak_kind,
-        "report": report,
-        "tiles": report.get("tiles", "-"),
-    }
-    Path(args.out, f"rank{rank}.json").write_text(json.dumps(result), encoding="utf-8")
+    result = ParallelArmResult(
+        samples_ms=[sample * 1e3 for sample in samples],
+        median_ms=median_ms(samples),
+        peak_memory_bytes=peak,
+        peak_memory_kind=peak_kind,
+        report=report,
+        tiles=report.get("tiles", "-"),
+    )
+    write_result(Path(args.out, f"rank{rank}.json"), result)
     if parallel:
         dist.destroy_process_group()
     return 0

@@ -24,7 +24,8 @@ import torch
 from ..blend import DTYPES
 from . import protocol
 from .decode import CHECKPOINT_IMAGE_SIZE, build_vae, checkpoint_class, enable_tiling
-from .options import add_benchmark_parser, run_config
+from .options import add_benchmark_parser, worker_config
+from .records import WorkerConfig
 from .worker import worker_main
 
 
@@ -84,35 +85,35 @@ PROMPT = "a photograph of an astronaut riding a horse"
 """The prompt of a `--model` pipeline that has a text encoder."""
 
 
-def load_pipeline(config: dict, device: torch.device, dtype: torch.dtype):
-    """The pipeline `config["model"]` from `from_pretrained` on `device` in `dtype` (components it was saved without
-    passed as None), VAE tiling on; and the prompt arguments of its calls (the fixed prompt, or seeded random embeddings
-    for a pipeline without text encoder)."""
+def load_pipeline(config: WorkerConfig, device: torch.device, dtype: torch.dtype):
+    """The pipeline `config.workload["model"]` from `from_pretrained` on `device` in `dtype` (components it was saved
+    without passed as None), VAE tiling on; and the prompt arguments of its calls (the fixed prompt, or seeded random
+    embeddings for a pipeline without text encoder)."""
     from diffusers import DiffusionPipeline
 
-    index = DiffusionPipeline.load_config(config["model"])
+    index = DiffusionPipeline.load_config(config.workload["model"])
     saved_as_none = {name: None for name, value in index.items() if isinstance(value, list) and value[0] is None}
-    pipe = DiffusionPipeline.from_pretrained(config["model"], torch_dtype=dtype, **saved_as_none).to(device)
-    enable_tiling(pipe.vae, config["tile"])
+    pipe = DiffusionPipeline.from_pretrained(config.workload["model"], torch_dtype=dtype, **saved_as_none).to(device)
+    enable_tiling(pipe.vae, config.workload["tile"])
     if getattr(pipe, "text_encoder", None) is not None:
         return pipe, {"prompt": PROMPT}
-    generator = torch.Generator().manual_seed(config["seed"] + 3)
+    generator = torch.Generator().manual_seed(config.seed + 3)
     shape = (1, 77, pipe.unet.config.cross_attention_dim)
     return pipe, {"prompt_embeds": torch.randn(shape, generator=generator).to(device, dtype)}
 
 
-def build_workload(config: dict):
+def build_workload(config: WorkerConfig):
     """The worker's measured call: one seeded pipeline call; returns the image tensor."""
     from diffusers import DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
 
-    device, dtype = torch.device(config["device"]), DTYPES[config["dtype"]]
-    if config.get("model"):
+    device, dtype = torch.device(config.device), DTYPES[config.dtype]
+    if config.workload["model"]:
         pipe, prompt = load_pipeline(config, device, dtype)
         pipe.set_progress_bar_config(disable=True)
         return generate_call(pipe, prompt, config)
-    preset = PRESETS[config["preset"]]
-    vae = build_vae(preset.vae, config["tile"], device, dtype, config["seed"])
-    torch.manual_seed(config["seed"] + 2)
+    preset = PRESETS[config.workload["preset"]]
+    vae = build_vae(preset.vae, config.workload["tile"], device, dtype, config.seed)
+    torch.manual_seed(config.seed + 2)
     unet = UNet2DConditionModel(**preset.unet).to(device, dtype).eval()
     pipe = StableDiffusionPipeline(
         vae=vae,
@@ -125,22 +126,23 @@ def build_workload(config: dict):
         requires_safety_checker=False,
     )
     pipe.set_progress_bar_config(disable=True)
-    generator = torch.Generator().manual_seed(config["seed"] + 3)
+    generator = torch.Generator().manual_seed(config.seed + 3)
     prompt_embeds = torch.randn((1, 77, unet.config.cross_attention_dim), generator=generator).to(device, dtype)
     return generate_call(pipe, {"prompt_embeds": prompt_embeds}, config)
 
 
-def generate_call(pipe, prompt: dict, config: dict):
-    """The measured call: 2 steps at guidance 1 and the config's size, seeded; returns the image tensor."""
+def generate_call(pipe, prompt: dict, config: WorkerConfig):
+    """The measured call: 2 steps at guidance 1 and the workload's size, seeded; returns the image tensor."""
+    height, width = config.workload["size"]
 
     def generate():
         return pipe(
             **prompt,
             num_inference_steps=2,
             guidance_scale=1.0,
-            height=config["size"][0],
-            width=config["size"][1],
-            generator=torch.Generator().manual_seed(config["seed"] + 4),
+            height=height,
+            width=width,
+            generator=torch.Generator().manual_seed(config.seed + 4),
             output_type="pt",
         ).images
 
@@ -167,21 +169,20 @@ def main(args: argparse.Namespace) -> int:
         except ValueError as error:
             print(f"tileblend bench pipeline: {error}", file=sys.stderr)
             return 2
-        config = {"preset": None, "model": args.model, "vae": vae}
-        config |= {"size": list(args.size or CHECKPOINT_IMAGE_SIZE), "tile": args.tile}
+        workload = {"preset": None, "model": args.model, "vae": vae}
+        workload |= {"size": list(args.size or CHECKPOINT_IMAGE_SIZE), "tile": args.tile}
         source, steps = f"checkpoint {args.model}", "2 steps"
     else:
         preset = PRESETS[args.preset]
-        config = {"preset": args.preset, "model": None}
-        config |= {"size": list(args.size or (preset.size, preset.size)), "tile": args.tile or preset.tile}
+        workload = {"preset": args.preset, "model": None}
+        workload |= {"size": list(args.size or (preset.size, preset.size)), "tile": args.tile or preset.tile}
         source, steps = f"random-weight preset {args.preset}", "DDIM 2 steps"
-    config |= run_config(args)
-    tiles = f"{config['tile']}-px VAE tiles" if config["tile"] else "the VAE's own tiles"
+    tiles = f"{workload['tile']}-px VAE tiles" if workload["tile"] else "the VAE's own tiles"
     title = (
-        f"tileblend bench pipeline: {source}, {steps}, {config['size'][0]}x{config['size'][1]}, {tiles}, "
+        f"tileblend bench pipeline: {source}, {steps}, {workload['size'][0]}x{workload['size'][1]}, {tiles}, "
         f"{args.dtype} on {args.device}"
     )
-    return protocol.run_benchmark("pipeline", WORKER_MODULE, title, config, args)
+    return protocol.run_benchmark("pipeline", WORKER_MODULE, title, worker_config(args, workload), args)
 
 
 if __name__ == "__main__":

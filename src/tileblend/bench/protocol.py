@@ -19,29 +19,19 @@ compares the saved A and B outputs bit for bit (`tileblend.compare.bitwise_equal
 paired speedups (the median of A over the median of B, per pair), peak memory and blend share.
 
 This module holds the options of the A/B benchmarks and `run_benchmark`, which runs one, prints its table and writes
-its JSON record and plot (`tileblend.bench.plot`).
+its JSON record (`tileblend.bench.records.write_record`) and plot (`tileblend.bench.plot`).
 """
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from .. import arguments
-from ..machine import environment
+from .machine import environment
 from .options import DEFAULT_DEVICE, add_run_options, parse_size
 from .pairs import ARM_NAMES, format_bytes, run_pairs
 from .plot import write_plot
-
-
-RUN_OPTIONS = (
-    ("--pairs", 3, "number of A/B process pairs (default: 3)"),
-    ("--reps", 5, "timed calls per process (default: 5)"),
-    ("--warmup", 1, "untimed calls per process before timing (default: 1)"),
-    ("--seed", 0, "seed of the random weights and inputs"),
-    ("--threads", None, "torch CPU threads per worker (default: torch's); 1 on a busy or shared machine"),
-)
-"""The integer options of the A/B benchmarks: (flag, default, help)."""
+from .records import WorkerConfig, write_record
 
 
 def format_summary(title: str, summary: dict) -> str:
@@ -87,17 +77,14 @@ def add_protocol_arguments(parser: argparse.ArgumentParser, presets, what: str) 
         "--size", type=parse_size, help=f"{what} size in pixels, N or HEIGHTxWIDTH (default: the preset's)"
     )
     parser.add_argument("--tile", type=arguments.positive_int, help="VAE tile size in pixels (default: the preset's)")
-    add_run_options(parser, f"torch device (default: {DEFAULT_DEVICE})", RUN_OPTIONS)
+    add_run_options(parser, f"torch device (default: {DEFAULT_DEVICE})")
     parser.add_argument("--json", metavar="PATH", help="write samples, medians, speedups and config as JSON")
     parser.add_argument("--plot", metavar="PATH", help="write a PNG of the samples and speedups (needs matplotlib)")
 
 
-def run_benchmark(benchmark: str, module: str, title: str, config: dict, args: argparse.Namespace) -> int:
-    """Run the A/B pairs of worker `module`, print the table, write --json and --plot; return 1 if the outputs differ,
-    2 for counts out of range."""
-    if args.pairs < 1 or args.reps < 1 or args.warmup < 0:
-        print("--pairs and --reps must be at least 1, --warmup at least 0", file=sys.stderr)
-        return 2
+def run_benchmark(benchmark: str, module: str, title: str, config: WorkerConfig, args: argparse.Namespace) -> int:
+    """Run the A/B pairs of worker `module`, print the table, write --json and --plot; return 1 if the outputs
+    differ."""
     print(
         f"{title}\n{args.pairs} pairs of processes (A B, B A, ...), {args.warmup} warmup + {args.reps} timed calls each"
     )
@@ -105,10 +92,9 @@ def run_benchmark(benchmark: str, module: str, title: str, config: dict, args: a
     print()
     print(format_summary(title, summary))
     record = {"benchmark": benchmark, "title": title, "command": command_line(benchmark, args)}
-    record |= environment(config["device"], config["threads"]) | summary
+    record |= environment(config.device, config.threads) | summary
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(record, indent=2), encoding="utf-8")
+        write_record(args.json, record)
     if args.plot:
         Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
         write_plot(args.plot, title, summary)

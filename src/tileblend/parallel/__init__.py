@@ -19,13 +19,23 @@ import datetime
 
 import torch.distributed as dist
 
-from .exchange import ParallelDecodeError
+from .exchange import ParallelTilingError, ParallelTraffic
 from .passes import DEFAULT_TIMEOUT, run_parallel
 from .scoped import split_calls
 from .splits import SPLITS, UNSUPPORTED, Split, split_of
 
 
-__all__ = ["ParallelDecodeError", "SPLITS", "UNSUPPORTED", "Split", "decode", "encode", "split_of", "tiled"]
+__all__ = [
+    "ParallelTilingError",
+    "ParallelTraffic",
+    "SPLITS",
+    "UNSUPPORTED",
+    "Split",
+    "decode",
+    "encode",
+    "split_of",
+    "tiled",
+]
 
 
 def _group(group):
@@ -44,12 +54,12 @@ def decode(
     group=None,
     dst: int | None = None,
     timeout: datetime.timedelta = DEFAULT_TIMEOUT,
-    report: dict | None = None,
+    return_traffic: bool = False,
     **kwargs,
 ):
     """`vae.decode(latents, *args, **kwargs)` with its tiles split over the ranks of `group`.
 
-    Every rank must call it with the same latents (checked: different inputs raise `ParallelDecodeError` on all).
+    Every rank must call it with the same latents (checked: different inputs raise `ParallelTilingError` on all).
     It runs under `torch.no_grad()`: inference only, the output does not track gradients.
 
     Args:
@@ -57,17 +67,17 @@ def decode(
         dst: the rank (in `group`) that gets the result; the others return None and never hold the whole output.
             None (the default): every rank gets it.
         timeout: the longest a rank waits for the others at each step (the call, the plan, the tiles, the
-            exchange); past it, or when a rank fails or dies, every rank raises `ParallelDecodeError` naming the
+            exchange); past it, or when a rank fails or dies, every rank raises `ParallelTilingError` naming the
             rank(s) and what happened (on gloo; other backends name no rank). The group is unusable afterwards.
-        report: a dict that gets what this rank did: "tiles" (of the whole pass), "own_tiles" (computed here),
-            "sent" and "received" (bytes of decoded tiles).
+        return_traffic: also return what this rank did, as a `ParallelTraffic`.
 
     Returns:
-        What `vae.decode` returns, on the receiving rank(s); None on the others.
+        What `vae.decode` returns, on the receiving rank(s); None on the others. With `return_traffic`, the pair
+        (that, this rank's `ParallelTraffic`: the pass's tiles, those computed here, bytes of decoded tiles sent and
+        received); the traffic is None in a group of one, which runs the plain `vae.decode`.
     """
-    return run_parallel(
-        vae, "decode", latents, args, kwargs, group=_group(group), dst=dst, timeout=timeout, report=report
-    )
+    output, traffic = run_parallel(vae, "decode", latents, args, kwargs, group=_group(group), dst=dst, timeout=timeout)
+    return (output, traffic) if return_traffic else output
 
 
 def encode(
@@ -77,13 +87,13 @@ def encode(
     group=None,
     dst: int | None = None,
     timeout: datetime.timedelta = DEFAULT_TIMEOUT,
-    report: dict | None = None,
+    return_traffic: bool = False,
     **kwargs,
 ):
-    """`vae.encode(sample, *args, **kwargs)` with its tiles split over the ranks of `group`; arguments as `decode`."""
-    return run_parallel(
-        vae, "encode", sample, args, kwargs, group=_group(group), dst=dst, timeout=timeout, report=report
-    )
+    """`vae.encode(sample, *args, **kwargs)` with its tiles split over the ranks of `group`; arguments and returns as
+    `decode` (the traffic counts bytes of encoded tiles)."""
+    output, traffic = run_parallel(vae, "encode", sample, args, kwargs, group=_group(group), dst=dst, timeout=timeout)
+    return (output, traffic) if return_traffic else output
 
 
 def tiled(vae, group=None, dst: int | None = None, timeout: datetime.timedelta = DEFAULT_TIMEOUT):

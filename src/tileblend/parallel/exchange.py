@@ -13,6 +13,7 @@ the ranks that did not come, and every operation is started asynchronously and w
 import contextlib
 import datetime
 import time
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -24,8 +25,20 @@ ALIGNMENT = 16
 """Each output starts at a multiple of this many bytes in a buffer, so its dtype view is aligned."""
 
 
-class ParallelDecodeError(RuntimeError):
+class ParallelTilingError(RuntimeError):
     """A rank failed, timed out, or was given an input that differs from the other ranks'."""
+
+
+@dataclass(frozen=True)
+class ParallelTraffic:
+    """What one rank did in one split pass: the pass's `tiles` (all ranks together), the `own_tiles` this rank
+    computed, the bytes it `sent` (its buffer of computed tile outputs, once per other rank that gets it) and the bytes
+    it `received` (the other ranks' buffers). Buffers are the outputs in call order, each padded to `ALIGNMENT`."""
+
+    tiles: int
+    own_tiles: int
+    sent: int
+    received: int
 
 
 def comm_device(group, device: torch.device) -> torch.device:
@@ -60,20 +73,20 @@ def _remaining(deadline: float) -> datetime.timedelta:
 @contextlib.contextmanager
 def bounded(timeout: datetime.timedelta, what: str):
     """A block that starts asynchronous operations and waits for each with the function it yields (`wait(work)`), at
-    most `timeout` in all; an operation that fails or times out raises `ParallelDecodeError` saying that `what` failed
+    most `timeout` in all; an operation that fails or times out raises `ParallelTilingError` saying that `what` failed
     (a rank that is late or hangs, or that died: gloo reports a closed connection at once)."""
     deadline = time.monotonic() + timeout.total_seconds()
     try:
         yield lambda work: work.wait(_remaining(deadline))
     except RuntimeError as error:
         seconds = timeout.total_seconds()
-        raise ParallelDecodeError(f"{what} failed (waited at most {seconds:g} s): {error}") from error
+        raise ParallelTilingError(f"{what} failed (waited at most {seconds:g} s): {error}") from error
 
 
 def wait_for_all(
     group, device: torch.device, timeout: datetime.timedelta, step: str, why: str, cause: BaseException | None = None
 ) -> None:
-    """Wait at most `timeout` until every rank has reached `step`; raise `ParallelDecodeError` on every rank that
+    """Wait at most `timeout` until every rank has reached `step`; raise `ParallelTilingError` on every rank that
     waited in vain, naming the ranks that did not come and `why` that may be.
 
     On gloo every rank sends each other rank a token and waits for theirs, so the missing ranks are named; on other
@@ -102,14 +115,14 @@ def wait_for_all(
             missing.append(peer)
     if missing:
         seconds = timeout.total_seconds()
-        raise ParallelDecodeError(f"rank(s) {sorted(missing)} did not {step} within {seconds:g} s ({why})") from cause
+        raise ParallelTilingError(f"rank(s) {sorted(missing)} did not {step} within {seconds:g} s ({why})") from cause
     with bounded(_remaining(deadline), f"telling the other ranks that this one reached '{step}'") as wait:
         for work in sends:
             wait(work)
 
 
 def agree(facts: dict[str, torch.Tensor], group, device: torch.device, timeout: datetime.timedelta) -> None:
-    """Raise `ParallelDecodeError` on every rank unless every rank holds the same `facts` (name -> float64 values).
+    """Raise `ParallelTilingError` on every rank unless every rank holds the same `facts` (name -> float64 values).
 
     Every rank first waits at most `timeout` for the others (`wait_for_all`), then one all_reduce compares the facts,
     and the error names those that differ.
@@ -126,7 +139,7 @@ def agree(facts: dict[str, torch.Tensor], group, device: torch.device, timeout: 
             names.append(name)
         start += fact.numel()
     if names:
-        raise ParallelDecodeError(
+        raise ParallelTilingError(
             f"the ranks were given different {', '.join(names)}: every rank must make the same call to "
             "tileblend.parallel"
         )
@@ -155,7 +168,7 @@ def check_status(error: BaseException | None, group, device: torch.device, timeo
     failed = {rank: text for rank, text in enumerate(texts) if text}
     if failed:
         reasons = "; ".join(f"rank {rank}: {text}" for rank, text in failed.items())
-        raise ParallelDecodeError(f"rank(s) {list(failed)} failed while computing their tiles: {reasons}") from error
+        raise ParallelTilingError(f"rank(s) {list(failed)} failed while computing their tiles: {reasons}") from error
 
 
 def layout(plan: Plan, rank: int) -> tuple[list[int], list[int], int]:
@@ -191,13 +204,14 @@ def unpack(plan: Plan, rank: int, buffer: torch.Tensor, device: torch.device) ->
 
 
 def send_outputs(
-    plan, outputs, group, device, dst: int | None, timeout: datetime.timedelta, report: dict | None
-) -> dict[int, torch.Tensor]:
-    """Move the computed outputs to the blending rank(s); returns every output on those ranks, none elsewhere.
+    plan, outputs, group, device, dst: int | None, timeout: datetime.timedelta
+) -> tuple[dict[int, torch.Tensor], ParallelTraffic]:
+    """Move the computed outputs to the blending rank(s).
 
     Each rank's buffer moves in one operation (a broadcast from it, or a send to `dst`), waited on at most `timeout`.
 
-    `report`, if given, gets the bytes this rank sent and received added to its "sent" and "received".
+    Returns:
+        Every output by call index on the blending rank(s) (none elsewhere), and what this rank did in the pass.
     """
     rank, world_size = dist.get_rank(group), dist.get_world_size(group)
     send_device = comm_device(group, device)
@@ -205,7 +219,7 @@ def send_outputs(
     received = dict(outputs) if rank in receivers else {}
     own = pack(plan, rank, outputs, send_device)
     wait_for_all(group, send_device, timeout, "get to the exchange of the tiles", "it died or hangs")
-    traffic = {"sent": own.numel() * len([receiver for receiver in receivers if receiver != rank]), "received": 0}
+    sent, received_bytes = own.numel() * len([receiver for receiver in receivers if receiver != rank]), 0
     for source in range(world_size):
         size = layout(plan, source)[2]
         if size == 0 or (dst is not None and rank not in (source, dst)) or source == dst:
@@ -215,10 +229,12 @@ def send_outputs(
         with bounded(timeout, f"moving rank {source}'s tiles to {destination}") as wait:
             wait(_move(buffer, source, rank, dst, group))
         if source != rank:
-            traffic["received"] += size
+            received_bytes += size
             received |= unpack(plan, source, buffer, device)
-    _add(report, traffic)
-    return received
+    traffic = ParallelTraffic(
+        tiles=plan.num_tiles, own_tiles=plan.owners.count(rank), sent=sent, received=received_bytes
+    )
+    return received, traffic
 
 
 def _move(buffer: torch.Tensor, source: int, rank: int, dst: int | None, group):
@@ -228,9 +244,3 @@ def _move(buffer: torch.Tensor, source: int, rank: int, dst: int | None, group):
     if source == rank:
         return dist.isend(buffer, dist.get_global_rank(group, dst), group=group)
     return dist.irecv(buffer, dist.get_global_rank(group, source), group=group)
-
-
-def _add(report: dict | None, traffic: dict) -> None:
-    if report is not None:
-        for key, count in traffic.items():
-            report[key] = report.get(key, 0) + count

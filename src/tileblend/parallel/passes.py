@@ -55,8 +55,13 @@ def _run(model, path: str, x: torch.Tensor, args, kwargs):
     return getattr(type(model), path)(model, x, *args, **kwargs)
 
 
-def run_parallel(model, path: str, x: torch.Tensor, args, kwargs, *, group, dst, timeout, report=None):
-    """Run `model.<path>(x, *args, **kwargs)` ("encode" or "decode") split over `group`; see `tileblend.parallel`."""
+def run_parallel(model, path: str, x: torch.Tensor, args, kwargs, *, group, dst, timeout):
+    """Run `model.<path>(x, *args, **kwargs)` ("encode" or "decode") split over `group`; see `tileblend.parallel`.
+
+    Returns:
+        The output (None on a rank other than `dst`), and this rank's `ParallelTraffic` (None in a group of one,
+        which runs the plain path).
+    """
     split = split_of(model, path)
     rank, world_size = dist.get_rank(group), dist.get_world_size(group)
     tiling = bool(getattr(model, "use_tiling", False))
@@ -81,15 +86,13 @@ def run_parallel(model, path: str, x: torch.Tensor, args, kwargs, *, group, dst,
         raise ValueError(f"dst must be a rank of the group (an int from 0 to {world_size - 1}), got {dst!r}")
     if world_size == 1:
         with torch.no_grad():
-            return _run(model, path, x, args, kwargs)
+            return _run(model, path, x, args, kwargs), None
     random_state = _RandomState(x.device, kwargs.get("generator"))
 
     with torch.no_grad():
         device = exchange.comm_device(group, x.device)
         calls = _shared_plan(model, split, path, x, args, kwargs, group, device, timeout)
         plan = Plan(calls=tuple(calls), owners=assign(tile_costs(calls), world_size))
-        if report is not None:
-            report.update(tiles=plan.num_tiles, own_tiles=plan.owners.count(rank), sent=0, received=0)
 
         random_state.write(random_state.saved)
         outputs, error = {}, None
@@ -100,13 +103,13 @@ def run_parallel(model, path: str, x: torch.Tensor, args, kwargs, *, group, dst,
         after = random_state.read()
         exchange.check_status(error, group, device, timeout)
 
-        received = exchange.send_outputs(plan, outputs, group, x.device, dst, timeout, report)
+        received, traffic = exchange.send_outputs(plan, outputs, group, x.device, dst, timeout)
         if dst is not None and rank != dst:
-            return None
+            return None, traffic
         random_state.write(random_state.saved)
         result = _replay_pass(model, split, plan, received, x.device, lambda: _run(model, path, x, args, kwargs))
         random_state.write(after)
-        return result
+        return result, traffic
 
 
 def _model_digest(model) -> torch.Tensor:
@@ -162,12 +165,12 @@ def _shared_plan(model, split, path: str, x: torch.Tensor, args, kwargs, group, 
                 cache[key] = plan_pass(model, split, lambda z: _run(model, path, z, args, kwargs), x)
             message = [cache[key]]
         except Exception as error:
-            message = [exchange.ParallelDecodeError(f"planning the tiles on rank 0 failed: {error!r}")]
+            message = [exchange.ParallelTilingError(f"planning the tiles on rank 0 failed: {error!r}")]
     exchange.wait_for_all(group, device, timeout, "get to the plan", "rank 0 plans the tiles; it died or hangs")
     try:
         dist.broadcast_object_list(message, src=dist.get_global_rank(group, 0), group=group)
     except RuntimeError as error:
-        raise exchange.ParallelDecodeError(f"sending the plan from rank 0 failed: {error}") from error
+        raise exchange.ParallelTilingError(f"sending the plan from rank 0 failed: {error}") from error
     if isinstance(message[0], Exception):
         raise message[0]
     return message[0]

@@ -3,8 +3,9 @@
 The model instance is not touched: its class's `decode`/`encode` is wrapped (once, however many blocks use the class)
 by a method that splits the call only for the instances registered by a running block, and calls the class's own
 method for every other instance. So a copy made inside the block (`copy.deepcopy`) decodes on its own, with its own
-weights, and the model pickles (`torch.save`) inside the block as outside; the wrapper goes when the last block on
-the class ends, unless someone replaced it meanwhile (their method stays).
+weights, and the model pickles (`torch.save`) inside the block as outside. The wrapper is installed with
+`tileblend.patch.wrapped_methods` and goes when the last block on the class ends, leaving the class as it was (a
+class that inherited the method inherits it again), unless someone replaced the wrapper meanwhile (their method stays).
 """
 
 import contextlib
@@ -13,19 +14,19 @@ import inspect
 import threading
 import weakref
 
+from ..patch import wrapped_methods
 from .passes import run_parallel
+from .splits import DISPATCHERS
 
 
 _lock = threading.RLock()
 _active = weakref.WeakKeyDictionary()  # model -> (group, dst, timeout) of the block it runs in
-_installed: dict[
-    tuple[type, str], tuple[object, object, int]
-] = {}  # (cls, path) -> (own entry or None, wrapper, users)
+# (cls, path) -> (the `wrapped_methods` block of its wrapper, the running blocks that use it)
+_installed: dict[tuple[type, str], tuple[contextlib.ExitStack, int]] = {}
 _inside = threading.local()  # `depth` > 0 while this thread runs a split call: the model's own method is called then
 
 
-def _wrapper(cls: type, path: str):
-    original = getattr(cls, path)
+def _wrapper(cls: type, path: str, original):
     first = next(iter(list(inspect.signature(original).parameters)[1:]), "x")  # "z" for decode, "x" for encode
 
     @functools.wraps(original)
@@ -39,10 +40,11 @@ def _wrapper(cls: type, path: str):
         group, dst, timeout = settings
         _inside.depth = getattr(_inside, "depth", 0) + 1
         try:
-            return run_parallel(self, path, x, args, kwargs, group=group, dst=dst, timeout=timeout)
+            return run_parallel(self, path, x, args, kwargs, group=group, dst=dst, timeout=timeout)[0]
         finally:
             _inside.depth -= 1
 
+    DISPATCHERS.add(method)
     return method
 
 
@@ -55,21 +57,18 @@ def split_calls(model, paths: list[str], group, dst, timeout):
             raise RuntimeError("tileblend.parallel.tiled() blocks on the same model do not nest")
         _active[model] = (group, dst, timeout)
         for path in paths:
-            own, wrapper, users = _installed.get((cls, path)) or (vars(cls).get(path), _wrapper(cls, path), 0)
+            block, users = _installed.get((cls, path)) or (contextlib.ExitStack(), 0)
             if users == 0:
-                setattr(cls, path, wrapper)
-            _installed[(cls, path)] = (own, wrapper, users + 1)
+                block.enter_context(wrapped_methods([(cls, path)], _wrapper))
+            _installed[(cls, path)] = (block, users + 1)
     try:
         yield model
     finally:
         with _lock:
             del _active[model]
             for path in paths:
-                own, wrapper, users = _installed.pop((cls, path))
+                block, users = _installed.pop((cls, path))
                 if users > 1:
-                    _installed[(cls, path)] = (own, wrapper, users - 1)
-                elif vars(cls).get(path) is wrapper:
-                    if own is None:
-                        delattr(cls, path)
-                    else:
-                        setattr(cls, path, own)
+                    _installed[(cls, path)] = (block, users - 1)
+                else:
+                    block.close()

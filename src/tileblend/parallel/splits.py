@@ -7,6 +7,7 @@ tiles, the blends, the crops and the concatenation) stays the model's own code, 
 The facts behind each entry are in docs/parallel.md (one row per registry class), read from diffusers 0.42.1.
 """
 
+import weakref
 from dataclasses import dataclass
 
 
@@ -92,10 +93,15 @@ UNSUPPORTED: dict[tuple[str, str], str] = {
 """(class name, path) -> why that tiled path is not split across ranks."""
 
 
+DISPATCHERS: "weakref.WeakSet" = weakref.WeakSet()
+"""The methods `tileblend.parallel.tiled` puts on a model's class while a block runs (`tileblend.parallel.scoped`):
+they call the method the class had, so they override nothing."""
+
+
 def split_of(model, path: str) -> Split:
     """The `Split` of `model`'s tiled `path` ("encode" or "decode"): that of its class, or of the nearest class in the
     table that it derives from, when no class in between defines a method of that path (a subclass that only adds
-    methods of its own splits like its parent).
+    methods of its own splits like its parent; the methods a running `tiled()` block installs do not count).
 
     Raises:
         NotImplementedError: the class is not in the table, a subclass overrides the path's methods, or its path
@@ -105,7 +111,14 @@ def split_of(model, path: str) -> Split:
     known = next((cls for cls in mro if (cls.__name__, path) in SPLITS or (cls.__name__, path) in UNSUPPORTED), None)
     if known is not None and known is not type(model):
         between = mro[: mro.index(known)]
-        overridden = sorted({name for cls in between for name in vars(cls) if path in name or "tiled" in name})
+        overridden = sorted(
+            {
+                name
+                for cls in between
+                for name, value in vars(cls).items()
+                if (path in name or "tiled" in name) and value not in DISPATCHERS
+            }
+        )
         if overridden:
             raise NotImplementedError(
                 f"tileblend.parallel cannot split {type(model).__name__}'s tiled {path}: it overrides "

@@ -2,23 +2,22 @@
 
 `REFERENCE` is `blend_row_loop`, the row loop the blend methods replace, and `MIXIN` the
 `AutoencoderTilingBlendTesterMixin` class; both are appended to `tests/models/autoencoders/testing_utils.py`, whose
-`from ...testing_utils import ...` gains `assert_tensors_close` and `require_torch_gpu` (`TESTING_UTILS_IMPORTS`). `test_class` renders the
-per-model test class composing a model's `<Model>TesterConfig` with the mixin. All of it is written in upstream's style
-(pytest, tester mixins, tiny real models, upstream's own assertion helper at zero tolerance, no spies on the model
-under test) and is already formatted as ruff formats it.
+`from ...testing_utils import ...` gains `assert_tensors_close` and `require_torch_gpu` (`TESTING_UTILS_IMPORTS`).
+`test_class` renders the per-model test class composing a model's `<Model>TesterConfig` with the mixin. All of it is
+written in upstream's style (pytest, tester mixins, tiny real models, upstream's own assertion helper at zero
+tolerance, no spies on the model under test) and is already formatted as ruff formats it.
 """
 
 from dataclasses import dataclass
+
+from .edits import LINE_LENGTH
 
 
 REFERENCE_NAME = "blend_row_loop"
 MIXIN_NAME = "AutoencoderTilingBlendTesterMixin"
 TEST_CLASS_SUFFIX = "TilingBlend"
-TESTING_UTILS_IMPORTS = (
-    "assert_tensors_close",
-    "require_torch_gpu",
-)  # added to testing_utils.py's `from ...testing_utils`
-LINE_LENGTH = 119
+# Added to the `from ...testing_utils import ...` of tests/models/autoencoders/testing_utils.py.
+TESTING_UTILS_IMPORTS = ("assert_tensors_close", "require_torch_gpu")
 
 REFERENCE = f'''\
 def {REFERENCE_NAME}(a, b, blend_extent, dim):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from . import __version__
+from .. import __version__
 
 
 VERSIONED_PACKAGES = ("diffusers", "transformers", "accelerate")

@@ -10,8 +10,8 @@ import ast
 import inspect
 from dataclasses import dataclass
 
-from . import blend
-from .blend import BLEND_AXES
+from .. import blend
+from ..blend import BLEND_AXES
 
 
 SOURCE_MODULE = "diffusers.models.autoencoders.vae"

@@ -1,25 +1,25 @@
 """`tileblend rewrite PATH`: write the vectorized blend into a diffusers source tree, as an upstream pull request.
 
-`blend_v`, `blend_h` and `blend_t` go into `models/autoencoders/vae.py` as self-contained methods of
-`AutoencoderMixin` (text from `tileblend.upstream_code`). Every method that `tileblend.recognize` identifies as the
-row loop (the recogniser `tileblend.enable()` uses) is replaced in place by
+`blend_v`, `blend_h` and `blend_t` go into `models/autoencoders/vae.py` as self-contained methods of `AutoencoderMixin`
+(text from `tileblend.upstream.blend_methods`). Every method that `tileblend.recognize` identifies as the row loop (the
+recogniser `tileblend.enable()` uses) is replaced in place by
 
     # Copied from diffusers.models.autoencoders.vae.AutoencoderMixin.blend_X
     <the AutoencoderMixin method, same text>
 
 (no import changes). With `--inherit` the loops of classes that derive from `AutoencoderMixin` are deleted instead, so
 that those classes inherit the mixin's methods; only the classes that do not derive from it get copies. The rewriter
-owns the text of these copies: it writes
-the source and every copy from one `UpstreamCode` in one step, so they cannot disagree, and a rerun refreshes copies
-written by an earlier run (a second run changes nothing); `utils/check_copies.py` only checks them. Methods named like
-blends that are neither are left alone and reported, and so are loops in nested classes (a "Copied from" copy there
-cannot be checked). In a checkout with upstream's tester-mixin layout the rewrite adds a tiling-blend tester mixin and
-a test class per rewritten model (`tileblend.upstream_layout`); in an older checkout with `tests/models/autoencoders/`
-it writes one standalone test module (`tileblend.upstream_tests`).
+owns the text of these copies: it writes the source and every copy from one `UpstreamCode` in one step, so they cannot
+disagree, and a rerun refreshes copies written by an earlier run (a second run changes nothing);
+`tileblend.upstream.copies` only checks them. Methods named like blends that are neither are left alone and reported,
+and so are loops in nested classes (a "Copied from" copy there cannot be checked). In a checkout with upstream's
+tester-mixin layout the rewrite adds a tiling-blend tester mixin and a test class per rewritten model; in an older
+checkout with `tests/models/autoencoders/` it writes one standalone test module (`tileblend.upstream.test_files`).
 
 This module does the file IO and the command: `plan_rewrite` finds the package, reads each file once and hands its
-text to the planner (`tileblend.rewrite_plan`, text in, `FileRewrite` out); every edit is computed before anything is
-written. `apply_rewrite` then writes the files all or nothing, vae.py first (`tileblend.source_files.write_files`).
+text to the planners (`tileblend.upstream.model_files` and `.test_files`, text in, `FileRewrite` out); every edit is
+computed before anything is written. `apply_rewrite` then writes the files all or nothing, vae.py first
+(`tileblend.upstream.source_files.write_files`).
 Each file keeps its encoding (a UTF-8 BOM) and its line endings: lines the rewrite adds take the file's dominant
 ending.
 
@@ -34,11 +34,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .rewrite_plan import VAE_MODULE, FileKind, FileRewrite, RewriteError, plan_module, plan_vae
-from .source_files import SourceError, SourceFile, find_package, read_source, split_lines, with_newline, write_files
-from .upstream_code import SOURCE_CLASS, UpstreamCode, upstream_code
-from .upstream_layout import plan_test_files
-from .upstream_tests import TEST_MODULE_PATH, render_test_module
+from .blend_methods import SOURCE_CLASS, UpstreamCode, upstream_code
+from .edits import RewriteError
+from .model_files import VAE_MODULE, FileKind, FileRewrite, MethodId, plan_module, plan_vae
+from .source_files import SourceError, SourceFile, find_package, read_source, split_lines, write_files
+from .test_files import plan_test_files
 
 
 AUTOENCODERS = Path("models", "autoencoders")
@@ -69,33 +69,10 @@ def _version(package: Path) -> str:
     return match.group(1) if match else "unknown"
 
 
-def _plan_tests(root: Path, modules: list[FileRewrite]) -> list[FileRewrite]:
-    """The test files for the vectorized blends of `modules` (copies or inherited): upstream's tester-mixin layout
-    edited, or (in an older checkout with `tests/models/autoencoders/`) the standalone test module; none in a checkout
-    with neither."""
-    classes = {name.split(".")[0] for plan in modules for name in plan.vectorized}
-    layout = plan_test_files(root, classes)
-    if layout is not None:
-        edits, _ = layout
-        return [
-            FileRewrite(path=path, kind=FileKind.TESTS, old=old.text, new=new, encoding=old.encoding)
-            for path, (old, new) in edits.items()
-        ]
-    test_path = root / TEST_MODULE_PATH
-    if not test_path.parent.is_dir():
-        return []
-    existed = test_path.exists()
-    old = read_source(test_path) if existed else SourceFile(test_path, "")
-    new = with_newline(render_test_module({plan.path.stem: plan.vectorized for plan in modules}), old.newline)
-    return [
-        FileRewrite(path=test_path, kind=FileKind.TESTS, old=old.text, new=new, encoding=old.encoding, existed=existed)
-    ]
-
-
 def plan_rewrite(path: Path, code: UpstreamCode | None = None, inherit: bool = False) -> TreeRewrite:
     """Plan the rewrite of the diffusers tree at `path` (nothing written): read each file once, plan it
-    (`tileblend.rewrite_plan`; with `inherit`, the loops of classes deriving from `AutoencoderMixin` are deleted),
-    then plan the test files."""
+    (`tileblend.upstream.model_files`; with `inherit`, the loops of classes deriving from `AutoencoderMixin` are
+    deleted), then plan the test files."""
     code = code or upstream_code()
     package, root = diffusers_tree(path)
     version = _version(package)
@@ -108,13 +85,13 @@ def plan_rewrite(path: Path, code: UpstreamCode | None = None, inherit: bool = F
             modules.append(plan)
     if not any(plan.vectorized for plan in modules):
         raise RewriteError(f"no loop blend methods found under {package / AUTOENCODERS}")
-    tests = _plan_tests(root, modules) if root is not None else []
+    tests = plan_test_files(root, modules) if root is not None else []
     return TreeRewrite(package, root, version, modules + tests)
 
 
 def apply_rewrite(rewrite: TreeRewrite) -> None:
-    """Write every changed file, all or nothing (`tileblend.source_files.write_files`), vae.py first so that any
-    state the tree is left in (a crash between two replacements) imports; raise `SourceError` if it cannot, if a
+    """Write every changed file, all or nothing (`tileblend.upstream.source_files.write_files`), vae.py first so that
+    any state the tree is left in (a crash between two replacements) imports; raise `SourceError` if it cannot, if a
     file changed since the rewrite was planned (an edit made meanwhile is kept), or if a file is a symbolic link out of
     the tree (writes stay inside the tree the user named); nothing is written then."""
     changed = sorted((plan for plan in rewrite.files if plan.changed), key=lambda plan: plan.kind is not FileKind.VAE)
@@ -131,14 +108,12 @@ def report(rewrite: TreeRewrite) -> str:
         labels = ("rewritten", plan.rewritten), ("up to date", plan.up_to_date), ("deleted (inherited)", plan.deleted)
         for label, names in labels:
             if names:
-                lines.append(f"{relative}: {label}: {', '.join(names)}")
+                lines.append(f"{relative}: {label}: {_names(names)}")
         if plan.skipped:
-            lines.append(f"{relative}: skipped (named like a blend, not the loop): {', '.join(plan.skipped)}")
+            lines.append(f"{relative}: skipped (named like a blend, not the loop): {_names(plan.skipped)}")
         if plan.nested:
-            lines.append(
-                f"{relative}: skipped (a loop in a nested class, where a copy cannot be checked): "
-                f"{', '.join(plan.nested)}"
-            )
+            reason = "a loop in a nested class, where a copy cannot be checked"
+            lines.append(f"{relative}: skipped ({reason}): {_names(plan.nested)}")
         if plan.kind is FileKind.VAE:
             lines.append(f"{relative}: {SOURCE_CLASS}.blend_v/h/t: {_state(plan)}")
         elif plan.kind is FileKind.TESTS:
@@ -154,6 +129,10 @@ def report(rewrite: TreeRewrite) -> str:
         f"{sum(plan.changed for plan in rewrite.files)} files changed"
     )
     return "\n".join(lines)
+
+
+def _names(methods: list[MethodId]) -> str:
+    return ", ".join(map(str, methods))
 
 
 def _state(plan: FileRewrite) -> str:

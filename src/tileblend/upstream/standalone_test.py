@@ -1,5 +1,6 @@
 """The standalone test module `tileblend rewrite` writes into a diffusers checkout without upstream's tester-mixin
-layout (older diffusers; checkouts with it get `tileblend.upstream_layout` instead), next to its autoencoder tests.
+layout (older diffusers; checkouts with it get `tileblend.upstream.test_files`' tester-mixin edits instead), next to
+its autoencoder tests.
 
 It imports only torch, pytest and diffusers, and checks, for every rewritten class, that its blend methods equal a
 row loop written in the test bit for bit (float32, float16, bfloat16; clipped, zero and negative extents; `b` a
@@ -9,6 +10,8 @@ CUDA graph (skipped without CUDA).
 """
 
 from pathlib import Path
+
+from .model_files import MethodId
 
 
 TEST_MODULE_PATH = Path("tests", "models", "autoencoders", "test_models_autoencoder_tiling_blend.py")
@@ -170,11 +173,11 @@ def test_blend_replays_from_a_cuda_graph(method, dtype):
 '''
 
 
-def render_test_module(classes: dict[str, list[str]]) -> str:
-    """The test module for `classes`: module name (in `models/autoencoders`) -> ["Class.method", ...]."""
+def render_test_module(classes: dict[str, list[MethodId]]) -> str:
+    """The test module for `classes`: module name (in `models/autoencoders`) -> its vectorized methods."""
     rows = [
-        f'    ("{module}", "{name.split(".")[0]}", "{name.split(".")[1]}"),\n'
-        for module, names in sorted(classes.items())
-        for name in names
+        f'    ("{module}", "{method.cls}", "{method.method}"),\n'
+        for module, methods in sorted(classes.items())
+        for method in methods
     ]
     return TEMPLATE.replace("@METHODS@", "".join(rows))

@@ -1,4 +1,4 @@
-"""The planning half of `tileblend rewrite`: one autoencoder module's text in, its rewritten text out, no file IO.
+"""The model files of `tileblend rewrite`: one autoencoder module's text in, its rewritten text out, no file IO.
 
 `plan_module` plans a module of `models/autoencoders` other than vae.py: every method that `tileblend.recognize`
 identifies as the row loop (or that already carries the mixin's "Copied from" comment) becomes
@@ -12,7 +12,7 @@ derive from the mixin keep copies. `plan_vae` plans vae.py: the same for its own
 methods, added or refreshed. Both parse their input once, compute every edit on that one tree (the edits never
 overlap) and apply them together; the result is a `FileRewrite`. The text of every copy and of its source comes from
 one `UpstreamCode`, so the rewriter is what keeps tileblend's copies in sync: a rerun refreshes them all
-(`utils/check_copies.py` only checks them).
+(`tileblend.upstream.copies` only checks them). Edits go through `tileblend.upstream.edits`.
 """
 
 import ast
@@ -20,21 +20,27 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import NamedTuple
 
-from .recognize import blend_candidates, recognize
-from .source_files import COPIED_FROM, SourceError, SourceFile, normalize_newlines, split_lines, with_newline
-from .upstream_code import SOURCE_CLASS, UpstreamCode
+from ..recognize import blend_candidates, recognize
+from .blend_methods import SOURCE_CLASS, UpstreamCode
+from .edits import Edit, RewriteError, apply_edits, first_line, parse_source
+from .source_files import COPIED_FROM, SourceFile, normalize_newlines, split_lines
 
 
 VAE_MODULE = "vae"
 FIRST_SUPPORTED_VERSION = "0.36.0"  # the first diffusers release with AutoencoderMixin
 BLEND_DEFINITION = re.compile(r"\bdef\s+blend_[vht]\b")
 
-Edit = tuple[int, int, list[str]]  # replace lines[start:end] by these lines (generated with "\n")
 
+class MethodId(NamedTuple):
+    """A blend method of a class: `cls` the class name, `method` one of "blend_v", "blend_h", "blend_t"."""
 
-class RewriteError(SourceError):
-    """The tree cannot be rewritten; nothing was written."""
+    cls: str
+    method: str
+
+    def __str__(self) -> str:
+        return f"{self.cls}.{self.method}"
 
 
 class FileKind(Enum):
@@ -56,51 +62,26 @@ class FileRewrite:
     new: str
     encoding: str = "utf-8"  # "utf-8-sig" for a file that starts with a BOM
     existed: bool = True  # False for a file the rewrite creates
-    rewritten: list[str] = field(default_factory=list)  # "Class.method" replaced from the loop (or refreshed)
-    up_to_date: list[str] = field(default_factory=list)  # "Class.method" already the current copy
-    skipped: list[str] = field(default_factory=list)  # "Class.method" named like a blend, not recognised
-    nested: list[str] = field(default_factory=list)  # "Class.method" loops in a class that is not at module level
-    deleted: list[str] = field(default_factory=list)  # "Class.method" deleted: the class inherits the mixin's
+    rewritten: list[MethodId] = field(default_factory=list)  # replaced from the loop (or refreshed)
+    up_to_date: list[MethodId] = field(default_factory=list)  # already the current copy
+    skipped: list[MethodId] = field(default_factory=list)  # named like a blend, not recognised
+    nested: list[MethodId] = field(default_factory=list)  # loops in a class that is not at module level
+    deleted: list[MethodId] = field(default_factory=list)  # deleted: the class inherits the mixin's
 
     @property
     def changed(self) -> bool:
         return self.old != self.new
 
     @property
-    def copies(self) -> list[str]:
-        """Every "Class.method" that is the mixin's copy once the plan is written."""
+    def copies(self) -> list[MethodId]:
+        """Every method that is the mixin's copy once the plan is written."""
         return self.rewritten + self.up_to_date
 
     @property
-    def vectorized(self) -> list[str]:
-        """Every "Class.method" that runs the mixin's blend once the plan is written: its copies and the methods
+    def vectorized(self) -> list[MethodId]:
+        """Every method that runs the mixin's blend once the plan is written: its copies and the methods
         deleted in favour of the inherited ones."""
         return self.copies + self.deleted
-
-
-def parse_source(text: str, path: Path) -> ast.Module:
-    """The syntax tree of a file's text; raise `RewriteError` naming the file and line when it does not parse."""
-    try:
-        return ast.parse(text, filename=str(path))
-    except SyntaxError as error:
-        raise RewriteError(f"cannot parse {path}: line {error.lineno}: {error.msg}") from error
-
-
-def apply_edits(lines: list[str], edits: list[Edit], newline: str) -> str:
-    """Replace lines[start:end] by each edit's lines, written with `newline`; edits must not overlap."""
-    for start, end, replacement in sorted(edits, key=lambda edit: edit[0], reverse=True):
-        lines[start:end] = [with_newline(line, newline) for line in replacement]
-    return "".join(lines)
-
-
-def _checked(plan: FileRewrite) -> FileRewrite:
-    """`plan`, once its new text parses: a safety check of the output (the input was parsed once, before editing)."""
-    try:
-        if plan.changed:
-            ast.parse(plan.new)
-    except SyntaxError as error:
-        raise RewriteError(f"the rewrite of {plan.path} does not parse: {error}") from error
-    return plan
 
 
 def _indent(text: str, indent: str) -> list[str]:
@@ -117,11 +98,6 @@ def _copied_from_start(lines: list[str], def_index: int) -> tuple[int, str | Non
     return start, target
 
 
-def _first_line(node: ast.FunctionDef | ast.ClassDef) -> int:
-    """Index of the definition's first line: its first decorator, or its `def`/`class` line."""
-    return (node.decorator_list[0].lineno if node.decorator_list else node.lineno) - 1
-
-
 def _inherits_mixin(cls: ast.ClassDef) -> bool:
     """Whether the class names `AutoencoderMixin` among its bases."""
     return any(isinstance(base, ast.Name) and base.id == SOURCE_CLASS for base in cls.bases)
@@ -130,10 +106,10 @@ def _inherits_mixin(cls: ast.ClassDef) -> bool:
 def _deletion(lines: list[str], start: int, end: int) -> Edit:
     """The edit deleting lines[start:end] (a method and its comments) with one of the blank lines around it."""
     if end < len(lines) and not lines[end].strip():
-        return start, end + 1, []
+        return Edit(start, end + 1, [])
     if start > 0 and not lines[start - 1].strip():
-        return start - 1, end, []
-    return start, end, []
+        return Edit(start - 1, end, [])
+    return Edit(start, end, [])
 
 
 def _copy_edits(
@@ -146,8 +122,8 @@ def _copy_edits(
     for cls, function in blend_candidates(tree):
         if plan.kind is FileKind.VAE and cls.name == SOURCE_CLASS and cls in tree.body:
             continue
-        name = f"{cls.name}.{function.name}"
-        start, target = _copied_from_start(lines, _first_line(function))
+        name = MethodId(cls.name, function.name)
+        start, target = _copied_from_start(lines, first_line(function))
         ours = target == code.copied_from(function.name).removeprefix("diffusers.")
         if recognize(function) is None and not ours:
             plan.skipped.append(name)
@@ -166,7 +142,7 @@ def _copy_edits(
             plan.up_to_date.append(name)
         else:
             plan.rewritten.append(name)
-            edits.append((start, function.end_lineno, replacement))
+            edits.append(Edit(start, function.end_lineno, replacement))
     return edits
 
 
@@ -180,8 +156,8 @@ def plan_module(source: SourceFile, code: UpstreamCode, inherit: bool = False) -
         return plan
     lines = split_lines(source.text)
     tree = parse_source(source.text, source.path)
-    plan.new = apply_edits(lines, _copy_edits(plan, lines, tree, code, inherit), source.newline)
-    return _checked(plan)
+    plan.new = apply_edits(lines, _copy_edits(plan, lines, tree, code, inherit), source.newline, source.path)
+    return plan
 
 
 def _mixin_edits(mixin: ast.ClassDef, code: UpstreamCode) -> list[Edit]:
@@ -190,11 +166,11 @@ def _mixin_edits(mixin: ast.ClassDef, code: UpstreamCode) -> list[Edit]:
     edits, appended = [], []
     for name, text in code.methods.items():
         if name in methods:
-            edits.append((methods[name].lineno - 1, methods[name].end_lineno, text.splitlines(keepends=True)))
+            edits.append(Edit(methods[name].lineno - 1, methods[name].end_lineno, text.splitlines(keepends=True)))
         else:
             appended += ["\n", *text.splitlines(keepends=True)]
     if appended:
-        edits.append((mixin.end_lineno, mixin.end_lineno, appended))
+        edits.append(Edit(mixin.end_lineno, mixin.end_lineno, appended))
     return edits
 
 
@@ -213,5 +189,5 @@ def plan_vae(source: SourceFile, code: UpstreamCode, version: str, inherit: bool
         )
     lines = split_lines(source.text)
     edits = _copy_edits(plan, lines, tree, code, inherit) + _mixin_edits(classes[0], code)
-    plan.new = apply_edits(lines, edits, source.newline)
-    return _checked(plan)
+    plan.new = apply_edits(lines, edits, source.newline, source.path)
+    return plan

@@ -1,0 +1,12 @@
+"""The pull-request generator: `tileblend rewrite` and the tools that judge and describe its change to diffusers.
+
+- `rewrite`: plans and writes the whole rewrite of a diffusers tree (`tileblend rewrite`).
+- `model_files`: the edits of one autoencoder file (its loops become the vectorized blend, or are deleted).
+- `blend_methods`: the text of the vectorized `blend_v/h/t` the rewrite writes, from `tileblend.blend`.
+- `test_files`, `test_text`, `test_cases`, `standalone_test`: the tests the rewrite adds to upstream's tests.
+- `edits`: the one line-edit engine (and import formatter) behind every file the rewrite changes.
+- `source_files`: reading and all-or-nothing writing of source files, keeping their bytes.
+- `copies`: the "Copied from" checker for trees without upstream's (`utils/check_copies.py`).
+- `check`: judges the rewrite with upstream's own tools on copies of a checkout (`make upstream-check`).
+- `pr`: writes the rewrite and drafts the coordination issue and the PR description (`make upstream-pr`).
+"""

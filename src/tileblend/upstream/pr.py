@@ -1,0 +1,281 @@
+"""Produce the upstream pull request in a diffusers checkout: the rewrite, its checks, and the drafts a person submits.
+
+    python utils/upstream_pr.py DIFFUSERS_CHECKOUT [--inherit] [--check-json FILE] [--gpu-json FILE]
+                                [--launches-json FILE]
+
+Plans both layouts on the checkout as it is (run it on a pristine one: the diff sizes are counted against it), writes
+the chosen one (`tileblend rewrite`, or `tileblend rewrite --inherit`), runs `tileblend.upstream.copies` in check mode
+and `ruff check` / `ruff format --check` (with the checkout's own pyproject.toml) on the touched files, then prints two
+drafts from docs/upstream-pr.md with this run's numbers filled in: the coordination issue to open first, and the pull
+request description. With --check-json (written by `make upstream-check` for the same layout) the description gets
+that run's table and test counts; with --gpu-json (`out/gpu-check/summary.json`, written by `make gpu-check` on a CUDA
+machine) it gets the GPU run's table; with --launches-json (`tileblend bench launches --json`) its performance
+section gets the launch-cost estimate, labelled as one. Without them those sections say what has not been run yet.
+Exits non-zero when a step fails. The templates are read from this repository's docs/, so it runs from a clone (an
+editable install), as the Makefile does.
+
+The rewrite owns the text of its copies (it writes the source and every copy from one source in one step), so the
+copy fixer is not run after it: any copy the checker reports (one of the rewrite's, or a copy of the checkout that had
+drifted before) stops the run with exit 1, and nothing is fixed behind the rewrite's back.
+"""
+
+import argparse
+import difflib
+import json
+import re
+import string
+import subprocess
+import sys
+from pathlib import Path
+
+from . import copies
+from .check import CheckResult, table
+from .edits import LINE_LENGTH
+from .model_files import FileKind
+from .rewrite import TreeRewrite, apply_rewrite, plan_rewrite, report
+from .source_files import SourceError
+from .test_text import TEST_CLASS_SUFFIX
+
+
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "upstream-pr.md"
+NOT_RUN = "(not run yet: pass --check-json from `make upstream-check`)"
+GPU_NOT_RUN = (
+    "Not measured yet: no GPU run is attached. The CUDA-graph tests skip without CUDA, and the speed on GPUs (where "
+    "each eager op costs a kernel launch) has not been measured for this PR."
+)
+
+CUDA_NOT_RUN = "not run on CUDA yet"
+
+
+def template(name: str) -> string.Template:
+    """The text between `<!-- name -->` and `<!-- /name -->` in docs/upstream-pr.md."""
+    match = re.search(rf"<!-- {name} -->\n(.*?)<!-- /{name} -->", DOCS.read_text(encoding="utf-8"), re.DOTALL)
+    return string.Template(match.group(1))
+
+
+def diff_size(rewrite: TreeRewrite) -> tuple[int, int]:
+    """(lines added, lines removed) by the planned rewrite."""
+    added = removed = 0
+    for plan in rewrite.files:
+        for line in difflib.unified_diff(plan.old.splitlines(), plan.new.splitlines(), lineterm="", n=0):
+            added += line.startswith("+") and not line.startswith("+++")
+            removed += line.startswith("-") and not line.startswith("---")
+    return added, removed
+
+
+def ruff(arguments: list[str], config: Path, files: list[str]) -> bool:
+    options = ["--config", str(config)] if config.is_file() else ["--line-length", str(LINE_LENGTH)]
+    result = subprocess.run([sys.executable, "-m", "ruff", *arguments, *options, *files])
+    return result.returncode == 0
+
+
+def rewrite_numbers(rewrite: TreeRewrite, sizes: dict[bool, tuple[int, int]], inherit: bool, clean: bool) -> dict:
+    """The placeholders the rewrite itself fills: methods per kind and layout, files, both diff sizes, ruff."""
+    methods = [method for plan in rewrite.files for method in plan.vectorized]
+    copy_count = sum(len(plan.copies) for plan in rewrite.files)
+    deleted = sum(len(plan.deleted) for plan in rewrite.files)
+    if inherit:
+        layout = (
+            f"The {deleted} methods of classes that inherit `AutoencoderMixin` are deleted, so those classes use the "
+            f"mixin's; the {copy_count} methods of the two classes that do not inherit it (`AutoencoderVidTok`, "
+            "`LTX2VideoDiffusionDecoderModel`) become `# Copied from` copies of the mixin's."
+        )
+    else:
+        layout = (
+            f"Each of the {copy_count} loops is replaced in place by a full copy of the mixin's method under "
+            "`# Copied from diffusers.models.autoencoders.vae.AutoencoderMixin.blend_X`, so `make fix-copies` keeps "
+            "them in sync and every model file stays readable on its own; no imports change."
+        )
+    return {
+        "diffusers_version": rewrite.version,
+        "methods": len(methods),
+        "files": sum(bool(plan.vectorized) for plan in rewrite.files if plan.kind is not FileKind.VAE),
+        "blend_v": sum(method.method == "blend_v" for method in methods),
+        "blend_h": sum(method.method == "blend_h" for method in methods),
+        "blend_t": sum(method.method == "blend_t" for method in methods),
+        "layout": layout,
+        "copies_added": sizes[False][0],
+        "copies_removed": sizes[False][1],
+        "inherit_added": sizes[True][0],
+        "inherit_removed": sizes[True][1],
+        "added": sizes[inherit][0],
+        "removed": sizes[inherit][1],
+        "rewrite_command": "tileblend rewrite --inherit ." if inherit else "tileblend rewrite .",
+        "ruff": "clean" if clean else "NOT clean",
+    }
+
+
+def check_numbers(check: CheckResult | None, inherit: bool) -> dict:
+    """The placeholders `make upstream-check`'s result fills: its table, the added tests and their classes, and the
+    sentences of evidence the drafts state from it.
+
+    Raises ValueError for a result of the other layout.
+    """
+    if check is None:
+        keys = ("check_table", "tested_classes", "tested_class_count", "added_passed", "added_skipped")
+        keys += ("added_seconds", "test_command", "regressions", "check_evidence", "broken_result", "added_files")
+        return dict.fromkeys(keys, NOT_RUN)
+    if check.inherit != inherit:
+        layout = "--inherit" if check.inherit else "default"
+        raise ValueError(f"the check JSON is of the {layout} layout: rerun `make upstream-check` for this one")
+    added = list(check.added.values())
+    passed, skipped, classes = added.count("passed"), added.count("skipped"), len(check.added_classes)
+    clean = all(results["rewritten"] for results in (check.copies, check.ruff_check, check.ruff_format))
+    broken = list(check.broken.outcomes.values()) if check.broken else []
+    broken_result = (
+        f"With the blend broken in every copy (one row fewer blended), {broken.count('failed')} of the "
+        f"{len(broken)} added float32 method and tiled-forward tests fail."
+        if broken
+        else "The check with a broken blend was not run."
+    )
+    evidence = (
+        f"On a copy of main rewritten in the {'inherit' if inherit else 'copies'} layout, upstream's "
+        f"`check_copies.py`, `ruff check` and `ruff format --check` are {'clean' if clean else 'NOT clean'}, "
+        f"`{check.test_command}` shows {len(check.regressions)} regressions against the untouched copy, and "
+        f"new tests (one tester mixin composed with {classes} existing model configs) check every blend method "
+        f"and each model's tiled forward against the loop at zero tolerance: {passed} pass on a CPU, {skipped} "
+        f"(CUDA-graph) skip without CUDA. {broken_result}"
+    )
+    return {
+        "check_table": table(check),
+        "tested_classes": ", ".join(f"`{name}`" for name in check.added_classes),
+        "tested_class_count": classes,
+        "added_passed": passed,
+        "added_skipped": skipped,
+        "added_seconds": f"{check.added_alone.seconds:.0f}",
+        "test_command": check.test_command,
+        "regressions": len(check.regressions),
+        "check_evidence": evidence,
+        "broken_result": broken_result,
+        "added_files": " ".join(sorted({test_id.split("::")[0] for test_id in check.added})),
+    }
+
+
+def gpu_numbers(summary: dict | None) -> dict:
+    """The GPU section of the PR (the table of `make gpu-check`'s summary.json, or what has not been measured) and the
+    sentence the coordination issue says of it."""
+    if summary is None:
+        return {"gpu_results": GPU_NOT_RUN, "gpu_status": GPU_NOT_RUN, "cuda_exactness": CUDA_NOT_RUN}
+    rows = [f"| {step['name']} | {step['status']} | {step['seconds']:.0f} |" for step in summary["steps"]]
+    commands = [f"- {step['name']}: `{step['command']}`" for step in summary["steps"] if step["command"]]
+    lines = [f"`make gpu-check` on {summary['device']} ({summary['total_s']:.0f} s):", ""]
+    lines += ["| step | status | seconds |", "| --- | --- | ---: |", *rows, "", "Commands:", "", *commands]
+    if summary.get("decode_table"):
+        lines += ["", "Tiled decode, the loops vs this PR (medians; speedup: median of the paired runs):", ""]
+        lines.append(summary["decode_table"])
+    status = f"A `make gpu-check` run on {summary['device']} is attached to the PR draft; nothing beyond it was run."
+    exactness = f"on {summary['device']}: the `make gpu-check` run of the GPU section"
+    return {"gpu_results": "\n".join(lines), "gpu_status": status, "cuda_exactness": exactness}
+
+
+def performance_numbers(launches: dict | None) -> dict:
+    """The performance section of the PR: the launch-cost estimate of `tileblend bench launches --json` (per decode:
+    blend calls, aten ops and host time of the loops and of this PR), labelled as the estimate it is."""
+    if launches is None:
+        return {"performance": ""}
+    lines = [
+        "## Performance",
+        "",
+        f"Estimate, not a GPU timing: the host time to dispatch the blends' aten ops, measured on a CPU "
+        f"({launches['machine']['processor']}, one thread, {launches['dtype']}, tiles one element wide so that compute "
+        "is negligible; blend calls and extents from each model's own tiling of a real-size decode). On a GPU each op "
+        "is also a kernel launch; where the decode is launch-bound (the GPU waits on the host) this host time adds to "
+        "its wall time, otherwise it overlaps GPU work.",
+        "",
+        "| decode | blend calls | aten ops, loops | aten ops, this PR | host ms, loops | host ms, this PR |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for result in launches["results"]:
+        totals = result["totals"]
+        clip = f"{result['frames']} frames of " if result["frames"] else ""
+        lines.append(
+            f"| {result['vae']}, {clip}{result['size'][0]}x{result['size'][1]} | {totals['calls']} | "
+            f"{totals['loop_ops']} | {totals['tileblend_ops']} | {totals['loop_ms']:.1f} | {totals['tileblend_ms']:.2f} |"
+        )
+    lines += ["", f"Measured with tileblend (<link to the tileblend repository>): `{launches['command']}`."]
+    return {"performance": "\n".join(lines) + "\n\n"}
+
+
+def untested_classes(rewrite: TreeRewrite, check: CheckResult | None) -> str:
+    """The sentence naming the rewritten classes without a test class of their own (no upstream test file), and why
+    they are still covered; empty without a check run."""
+    if check is None:
+        return ""
+    rewritten = {method.cls for plan in rewrite.files for method in plan.vectorized}
+    tested = {name.removeprefix("Test").removesuffix(TEST_CLASS_SUFFIX) for name in check.added_classes}
+    untested = sorted(rewritten - tested)
+    if not untested:
+        return ""
+    names = ", ".join(f"`{name}`" for name in untested)
+    return (
+        f"Rewritten classes without a test file, so without a tiled-forward test: {names}. Their methods are the "
+        "tested ones: identical copies checked by `utils/check_copies.py`, or inherited from the mixin."
+    )
+
+
+def read_json(path: Path | None) -> dict | None:
+    return json.loads(path.read_text(encoding="utf-8")) if path else None
+
+
+def read_check(path: Path | None) -> CheckResult | None:
+    return CheckResult.from_json(path.read_text(encoding="utf-8")) if path else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("checkout", type=Path, help="the pristine diffusers checkout to rewrite (in place)")
+    parser.add_argument("--inherit", action="store_true", help="write the `tileblend rewrite --inherit` layout")
+    parser.add_argument("--check-json", type=Path, help="the JSON written by `utils/upstream_check.py --json`")
+    parser.add_argument("--gpu-json", type=Path, help="out/gpu-check/summary.json of `make gpu-check` on CUDA")
+    parser.add_argument("--launches-json", type=Path, help="the JSON of `tileblend bench launches --json`")
+    args = parser.parse_args(argv)
+    # Every JSON file is read before anything is written: a stale or malformed one stops the run here.
+    try:
+        check = read_check(args.check_json)
+        filled = check_numbers(check, args.inherit)
+    except (OSError, ValueError) as error:
+        print(f"upstream-pr: error: {error}", file=sys.stderr)
+        return 2
+    for flag, path, numbers in (
+        ("--gpu-json", args.gpu_json, gpu_numbers),
+        ("--launches-json", args.launches_json, performance_numbers),
+    ):
+        try:
+            filled |= numbers(read_json(path))
+        except (OSError, ValueError, LookupError, TypeError, AttributeError) as error:
+            print(
+                f"upstream-pr: error: {flag} {path} is not a JSON file of the expected form ({error!r})",
+                file=sys.stderr,
+            )
+            return 2
+    try:
+        plans = {inherit: plan_rewrite(args.checkout, inherit=inherit) for inherit in (False, True)}
+        rewrite = plans[args.inherit]
+        apply_rewrite(rewrite)
+    except (SourceError, OSError, ValueError) as error:
+        print(f"upstream-pr: error: {error}", file=sys.stderr)
+        return 2
+    print(report(rewrite))
+    if copies.main(["--path", str(args.checkout)]) != 0:
+        return 1
+    touched = [str(plan.path) for plan in rewrite.files if plan.changed]
+    config = args.checkout / "pyproject.toml"
+    clean = ruff(["check"], config, touched) and ruff(["format", "--check"], config, touched)
+
+    sizes = {inherit: diff_size(plan) for inherit, plan in plans.items()}
+    numbers = rewrite_numbers(rewrite, sizes, args.inherit, clean) | filled
+    numbers["untested_classes"] = untested_classes(rewrite, check)
+    print(f"\nruff check / ruff format --check on {len(touched)} touched files: {numbers['ruff']}")
+    print("\n---- DRAFT 1: the coordination issue (open it first; wait for a maintainer's acknowledgment) ----\n")
+    print(template("coordination-issue").substitute(numbers))
+    print("---- DRAFT 2: the pull request description (after the acknowledgment) ----\n")
+    print(template("pr-description").substitute(numbers))
+    print(
+        "---- These are drafts. Read every sentence, rerun what they report, and change or delete anything you cannot "
+        "answer for before submitting. ----"
+    )
+    return 0 if clean and (check is None or check.ok) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

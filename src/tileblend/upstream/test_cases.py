@@ -1,0 +1,106 @@
+"""Per rewritten class, what its tiling-blend test class needs to reach the blends with upstream's tiny tester config.
+
+`CASES` maps a model class to its `TilingBlendCase` (`tileblend.upstream.test_text`): the tile settings and, where the
+config's dummy inputs are too small for overlapping tiles, the inputs. Measured on upstream main (2026-08).
+"""
+
+from .test_text import TilingBlendCase
+
+
+_SPATIAL_12_8 = {
+    "tile_sample_min_height": 12,
+    "tile_sample_min_width": 12,
+    "tile_sample_stride_height": 8,
+    "tile_sample_stride_width": 8,
+}
+_SPATIAL_32_24 = {
+    "tile_sample_min_height": 32,
+    "tile_sample_min_width": 32,
+    "tile_sample_stride_height": 24,
+    "tile_sample_stride_width": 24,
+}
+_SIZE_12_6 = {"tile_sample_min_size": 12, "tile_latent_min_size": 6}
+_FRAMEWISE = {"use_framewise_encoding": True, "use_framewise_decoding": True}
+
+
+def _sample(shape: str) -> str:
+    """The body of a `get_tiling_blend_inputs()` drawing one sample of `shape` from the config's generator."""
+    return (
+        f'sample = randn_tensor({shape}, generator=self.generator, device=torch_device)\nreturn {{"sample": sample}}'
+    )
+
+
+_TOO_SMALL = "the dummy video is too small for overlapping tiles at this compression."
+
+CASES: dict[str, TilingBlendCase] = {
+    "AutoencoderDC": TilingBlendCase(
+        {
+            "tile_sample_min_height": 16,
+            "tile_sample_min_width": 16,
+            "tile_sample_stride_height": 10,
+            "tile_sample_stride_width": 10,
+            "tile_latent_min_height": 8,
+            "tile_latent_min_width": 8,
+        }
+    ),
+    "AutoencoderKL": TilingBlendCase(_SIZE_12_6),
+    "AutoencoderKLKVAE": TilingBlendCase({"tile_sample_min_size": 16, "tile_latent_min_size": 8}),
+    "ConsistencyDecoderVAE": TilingBlendCase(_SIZE_12_6),
+    "AutoencoderKLHunyuanVideo": TilingBlendCase(
+        _SPATIAL_12_8 | {"tile_sample_min_num_frames": 8, "tile_sample_stride_num_frames": 4}
+    ),
+    "AutoencoderKLLTXVideo": TilingBlendCase(
+        {
+            "tile_sample_min_height": 8,
+            "tile_sample_min_width": 8,
+            "tile_sample_stride_height": 4,
+            "tile_sample_stride_width": 4,
+            "tile_sample_min_num_frames": 8,
+            "tile_sample_stride_num_frames": 4,
+        }
+        | _FRAMEWISE
+    ),
+    "AutoencoderKLMochi": TilingBlendCase(_SPATIAL_12_8),
+    "AutoencoderKLWan": TilingBlendCase(_SPATIAL_12_8),
+    "AutoencoderKLCogVideoX": TilingBlendCase(
+        {
+            "tile_sample_min_height": 16,
+            "tile_sample_min_width": 16,
+            "tile_latent_min_height": 2,
+            "tile_latent_min_width": 2,
+            "tile_overlap_factor_height": 0.5,
+            "tile_overlap_factor_width": 0.5,
+        },
+        inputs=_sample("(1, 3, 8, 32, 32)"),
+        reason="32x32 frames: " + _TOO_SMALL,
+    ),
+    "AutoencoderKLLTX2Video": TilingBlendCase(
+        _SPATIAL_32_24 | {"tile_sample_min_num_frames": 16, "tile_sample_stride_num_frames": 8} | _FRAMEWISE,
+        inputs=_sample("(1, 3, 17, 48, 48)"),
+        reason="17 frames of 48x48: " + _TOO_SMALL,
+    ),
+    "AutoencoderKLMagvit": TilingBlendCase(
+        _SPATIAL_32_24, inputs=_sample("(1, 3, 9, 48, 48)"), reason="48x48 frames: " + _TOO_SMALL
+    ),
+    "AutoencoderVidTok": TilingBlendCase(
+        {
+            "tile_sample_min_height": 32,
+            "tile_sample_min_width": 32,
+            "tile_latent_min_height": 2,
+            "tile_latent_min_width": 2,
+            "tile_overlap_factor_height": 0.25,
+            "tile_overlap_factor_width": 0.25,
+        },
+        init='return {**super().get_init_dict(), "ch": 8}',
+        inputs=_sample("(1, 3, 8, 48, 48)"),
+        reason="8 base channels and 48x48 frames: tiling the 128-channel config takes a minute on a CPU.",
+    ),
+    "LTX2VideoDiffusionDecoderModel": TilingBlendCase(
+        _SPATIAL_32_24 | {"tile_sample_min_num_frames": 8, "tile_sample_stride_num_frames": 6},
+        inputs="z = randn_tensor((1, 8, 2, 3, 3), generator=self.generator, device=torch_device)\n"
+        'return {"z": z, "generator": self.generator}',
+        reason="One latent video: each tiled decode denoises every tile, two videos double the time.",
+    ),
+}
+"""Per class: the tile settings (and, where the config's dummy inputs are too small, the inputs) that reach its
+blends with upstream's tiny config. Measured on upstream main (2026-08)."""

@@ -1,0 +1,92 @@
+"""`tileblend.upstream.edits`: the one edit engine behind the rewrite's model and test files, and its import format."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tileblend.upstream.edits import (
+    LINE_LENGTH,
+    Edit,
+    RewriteError,
+    apply_edits,
+    definition_edits,
+    import_edit,
+    import_order,
+)
+from tileblend.upstream.model_files import MethodId
+
+
+REPO = Path(__file__).resolve().parents[1]
+TEXT = "import os\nfrom .utils import b, C\n\n\nclass Kept:\n    pass\n\n\ndef old():\n    return 1\n\n\n"
+
+
+def edited(text: str, edits: list[Edit], newline: str = "\n") -> str:
+    return apply_edits(text.splitlines(keepends=True), edits, newline, Path("x.py"))
+
+
+def test_edits_apply_in_any_order_and_take_the_files_line_ending():
+    lines = TEXT.replace("\n", "\r\n")
+    edits = [Edit(8, 10, ["def new():\n", "    return 2\n"]), Edit(0, 1, ["import sys\n"])]
+    text = edited(lines, edits, "\r\n")
+    assert text == lines.replace("import os", "import sys").replace(
+        "def old():\r\n    return 1", "def new():\r\n    return 2"
+    )
+    assert edited(lines, list(reversed(edits)), "\r\n") == text
+
+
+def test_an_edit_that_breaks_the_file_is_refused_and_no_edit_keeps_the_text():
+    with pytest.raises(RewriteError, match="the rewrite of x.py does not parse"):
+        edited(TEXT, [Edit(8, 9, ["def broken(:\n"])])
+    assert edited(TEXT, []) == TEXT
+
+
+def test_definitions_replace_in_place_or_insert_in_order():
+    lines = TEXT.splitlines(keepends=True)
+    tree = ast.parse(TEXT)
+    definitions = [("old", "def old():\n    return 3\n", None), ("A", "class A:\n    pass\n", 6), ("B", "B = 1\n", 6)]
+    definitions.append(("last", "def last():\n    pass\n", None))
+    text = edited(TEXT, definition_edits(lines, tree, definitions))
+    expected = TEXT.replace("return 1", "return 3").replace(
+        "    pass\n\n\ndef old", "    pass\n\n\nclass A:\n    pass\n\n\nB = 1\n\n\ndef old"
+    )
+    assert text == expected.rstrip("\n") + "\n\n\ndef last():\n    pass\n"
+
+
+def test_import_edits_merge_sort_and_split():
+    tree = ast.parse(TEXT)
+    assert import_edit(tree, "utils", 1, ("C",)) is None
+    assert import_edit(tree, "utils", 1, ("a", "D")) == Edit(1, 2, ["from .utils import C, D, a, b\n"])
+    assert import_edit(tree, "other", 2, ("x",)) == Edit(2, 2, ["from ..other import x\n"])
+    long = tuple(f"name_{number}" for number in range(LINE_LENGTH // 8))
+    edit = import_edit(tree, "utils", 1, long)
+    assert edit.lines[0] == "from .utils import (\n" and edit.lines[-1] == ")\n" and len(edit.lines) == len(long) + 4
+
+
+def test_import_order_is_ruffs():
+    """The names sorted by `import_order` are what ruff's isort (upstream's config) leaves alone, one-letter capitals
+    (classes to ruff, not constants) included."""
+    names = ["b", "A", "AB", "Cls", "c_d", "X", "xy", "CONST_A", "Z9", "_private", "a"]
+    line = f"from .utils import {', '.join(sorted(names, key=import_order))}\n"
+    command = [
+        sys.executable,
+        "-m",
+        "ruff",
+        "check",
+        "--no-cache",
+        "--select",
+        "I",
+        "--diff",
+        "--stdin-filename",
+        "x.py",
+    ]
+    result = subprocess.run(command, input=line, capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 0, result.stdout
+    assert line.index("Z9") < line.index(" A,")  # "A" is a class: after the constants "AB", "CONST_A", "Z9"
+
+
+def test_a_method_id_names_class_and_method():
+    method = MethodId("AutoencoderKL", "blend_v")
+    assert str(method) == "AutoencoderKL.blend_v" and (method.cls, method.method) == ("AutoencoderKL", "blend_v")
