@@ -25,6 +25,7 @@ CASES = [
     (["bench", "parallel", "--tile", "-8"], "argument --tile: '-8' is not an integer of at least 1"),
     (["bench", "decode", "--frames", "0"], "argument --frames: '0' is not an integer of at least 1"),
     (["bench", "pipeline", "--reps", "0"], "argument --reps: '0' is not an integer of at least 1"),
+    (["bench", "parallel", "--nproc", "1"], "argument --nproc: '1' is not an integer of at least 2"),
     (["bench", "compile", "--warmup", "-1"], "argument --warmup: '-1' is not an integer of at least 0"),
     (["bench", "decode", "--size", "0"], "is not a positive SIZE or HEIGHTxWIDTH"),
 ]

@@ -33,6 +33,11 @@ def non_negative_int(text: str) -> int:
     return _bounded_int(text, 0)
 
 
+def at_least_two(text: str) -> int:
+    """An integer of at least 2 (the processes of a parallel run)."""
+    return _bounded_int(text, 2)
+
+
 def _bounded_int(text: str, lowest: int) -> int:
     try:
         value = int(text)

@@ -51,7 +51,9 @@ def add_parser(subparsers) -> None:
         main,
     )
     parser.add_argument("--preset", choices=list(decode.PRESETS), default="wan", help="workload (default: wan)")
-    parser.add_argument("--nproc", type=int, default=2, help="processes of the parallel arm (default: 2)")
+    parser.add_argument(
+        "--nproc", type=arguments.at_least_two, default=2, help="processes of the parallel arm (default: 2)"
+    )
     parser.add_argument(
         "--size", type=parse_size, help="output size in pixels, N or HEIGHTxWIDTH (default: the preset's)"
     )
@@ -67,9 +69,6 @@ def add_parser(subparsers) -> None:
 def main(args: argparse.Namespace) -> int:
     """Run both arms; returns 1 if their outputs differ, 2 on a usage error, 3 if an arm ran past --timeout (its
     processes, torchrun's ranks included, are killed)."""
-    if args.nproc < 2 or args.reps < 1 or args.warmup < 0:
-        print("--nproc must be at least 2, --reps at least 1, --warmup at least 0", file=sys.stderr)
-        return 2
     try:
         config = worker_config(args, decode.workload_config(args))
         decode.check_output_fits(config)

@@ -214,10 +214,12 @@ def untested_classes(rewrite: TreeRewrite, check: CheckResult | None) -> str:
 
 
 def read_json(path: Path | None) -> dict | None:
+    """The JSON object in the file at `path`, or None without a path."""
     return json.loads(path.read_text(encoding="utf-8")) if path else None
 
 
 def read_check(path: Path | None) -> CheckResult | None:
+    """The `CheckResult` of `make upstream-check` in the file at `path`, or None without a path."""
     return CheckResult.from_json(path.read_text(encoding="utf-8")) if path else None
 
 
