@@ -175,3 +175,30 @@ def test_weights_are_python_doubles(dtype):
         ones, zeros = torch.ones(n, 3, dtype=dtype), torch.zeros(n, 3, dtype=dtype)
         assert bitwise_equal(weight_a.expand(n, 3), blend.blend_v(ones, zeros.clone(), n)), n
         assert bitwise_equal(weight_b.expand(n, 3), blend.blend_v(zeros, ones.clone(), n)), n
+
+
+def test_extents_7_and_11_tell_a_true_division_from_one_through_the_reciprocal():
+    """The upstream method test blends at extents 7 and 11 because there float32 `y * (1 / n)` (what CUDA computes when
+    the divisor is a Python number) differs from `y / n` for some y; at the other extents of that test it does not."""
+
+    def through_reciprocal_differs(n: int) -> bool:
+        y = torch.arange(n, dtype=torch.float32)
+        return not torch.equal(y * (torch.tensor(1.0) / n), y / torch.full_like(y, n))
+
+    assert through_reciprocal_differs(7) and through_reciprocal_differs(11)
+    assert not any(through_reciprocal_differs(n) for n in (1, 2, 3, 4))  # its other extents, once clipped
+
+
+def test_float64_tiles_need_float64_weights():
+    """The float64 branch of the blend is what keeps a float64 model's output: with the float32 weights of the other
+    dtypes, a float64 blend differs from the loop."""
+    a, b = (
+        torch.randn(2, 3, 7, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)) for seed in (0, 1)
+    )
+    expected = reference.blend_v(a, b.clone(), 7)
+    y = torch.arange(7, dtype=torch.float32).view(-1, 1)
+    n = torch.full_like(y, 7)
+    float32_weights = b.clone()
+    float32_weights.mul_(y / n).add_((a * ((n - y) / n)).to(b.dtype))
+    assert not bitwise_equal(expected, float32_weights)
+    assert bitwise_equal(expected, blend.blend_v(a, b.clone(), 7))

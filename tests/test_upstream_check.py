@@ -17,11 +17,13 @@ from pathlib import Path
 import pytest
 
 from tileblend.upstream import check as upstream_check
+from tileblend.upstream.edits import LINE_LENGTH
 from tileblend.upstream.model_files import FileKind
 from tileblend.upstream.rewrite import apply_rewrite, plan_rewrite
 from tileblend.upstream.test_cases import CASES
 from tileblend.upstream.test_files import TESTING_UTILS
-from tileblend.upstream.test_text import MIXIN, MIXIN_NAME, TEST_CLASS_SUFFIX
+from tileblend.upstream.test_text import MIXIN, MIXIN_NAME, REFERENCE, TEST_CLASS_SUFFIX
+from tileblend.upstream.test_text import test_class as render_test_class
 
 
 pytestmark = pytest.mark.slow  # starts processes: not in the fast tier (`-m 'not slow'`)
@@ -125,6 +127,17 @@ def test_added_tests_do_not_patch_the_model_under_test():
     # Two in the mixin: the tiling settings on every model, and the blend methods on reference models only.
     assert len(setattrs(mixin)) == 2
     assert [ast.unparse(call.args[1]) for call in setattrs(reference_branch)] == ["method"]
+
+
+def test_added_test_text_fits_upstreams_line_length():
+    """ruff format does not wrap comments and upstream's ruff does not enforce E501: the generated text must."""
+    texts = [
+        MIXIN,
+        REFERENCE,
+        *(render_test_class(model, f"{model}TesterConfig", case) for model, case in CASES.items()),
+    ]
+    long = [line for text in texts for line in text.splitlines() if len(line) > LINE_LENGTH]
+    assert long == []
 
 
 def test_edits_of_upstream_files_are_minimal_and_idempotent(checkout, tmp_path):

@@ -1,6 +1,7 @@
 """`tileblend.upstream.pr` (`make upstream-pr`): the PR description is filled from the run, never left with a
 placeholder, and the rewrite it performs on a checkout is reported with its numbers."""
 
+import dataclasses
 import json
 import re
 import shutil
@@ -12,6 +13,8 @@ from test_rewrite import RUFF_CONFIG
 
 from tileblend.upstream import check as upstream_check
 from tileblend.upstream import pr as upstream_pr
+from tileblend.upstream.model_files import FileKind, FileRewrite, MethodId
+from tileblend.upstream.rewrite import TreeRewrite
 
 
 pytestmark = pytest.mark.slow  # starts processes: not in the fast tier (`-m 'not slow'`)
@@ -253,3 +256,21 @@ def test_main_checks_copies_and_fixes_none(tmp_path, capsys):
     assert f"{drifted}:2: copy differs from diffusers.models.autoencoders.vae.AutoencoderMixin.disable_tiling" in out
     assert "---- PR description ----" not in out
     assert drifted.read_text() == text
+
+
+def test_untested_classes_name_the_tested_classes_whose_tiled_forward_reaches_no_blend_t():
+    """A class with a test class but no frame tiling in its case (`TilingBlendCase.methods`) is named for its
+    `blend_t`; one whose case blends frames is not, and a class without a test class is named as such."""
+    methods = [("LTX2VideoDiffusionDecoderModel", "blend_t"), ("AutoencoderKLLTXVideo", "blend_t")]
+    methods += [("AutoencoderKLHunyuanVideo15", "blend_t")]
+    plan = FileRewrite(path=Path("m.py"), kind=FileKind.MODULE, old="", new="")
+    plan.rewritten = [MethodId(cls, method) for cls, method in methods]
+    rewrite = TreeRewrite(Path("diffusers"), None, "9.9.9", [plan])
+    added = {
+        f"a::Test{cls}TilingBlend::test_x": "passed"
+        for cls in ("LTX2VideoDiffusionDecoderModel", "AutoencoderKLLTXVideo")
+    }
+    text = upstream_pr.untested_classes(rewrite, dataclasses.replace(CHECK, added=added))
+    assert "without a test file, so without a tiled-forward test: `AutoencoderKLHunyuanVideo15`." in text
+    assert "does not reach `blend_t` with their tiny test config: `LTX2VideoDiffusionDecoderModel`." in text
+    assert upstream_pr.untested_classes(rewrite, None) == ""

@@ -36,14 +36,14 @@ def blend_v(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor
     blend_extent = min(a.shape[-2], b.shape[-2], blend_extent)
     if blend_extent <= 0:
         return b
-    # Bitwise a[y - n] * (1 - y / n) + b[y] * (y / n) with Python-float weights: the weights are
-    # computed in the opmath dtype, where 1 - y / n is (n - y) / n in float32, and each product is rounded
-    # to b's dtype before the add. `n` is a tensor because CUDA divides by a Python scalar through its reciprocal.
-    dtype = torch.float64 if b.dtype == torch.float64 else torch.float32
-    y = torch.arange(blend_extent, dtype=dtype, device=b.device).view(-1, 1)
+    # Rounds as scaling row y by the Python floats 1 - y / n and y / n: weights in the opmath dtype (float32
+    # (n - y) / n equals float32(1 - y / n) for every n up to 4096, checked), each product rounded to b's dtype
+    # before the add. `n` is a tensor: CUDA divides by a Python scalar via its reciprocal (BinaryDivTrueKernel.cu).
+    weight_dtype = torch.float64 if b.dtype == torch.float64 else torch.float32
+    y = torch.arange(blend_extent, dtype=weight_dtype, device=b.device).view(-1, 1)
     n = torch.full_like(y, blend_extent)
     weight_b = y / n
-    weight_a = 1 - weight_b if dtype == torch.float64 else (n - y) / n
+    weight_a = 1 - weight_b if weight_dtype == torch.float64 else (n - y) / n
     a_part = (a[..., -blend_extent:, :] * weight_a).to(b.dtype)
     b[..., :blend_extent, :].mul_(weight_b).add_(a_part)
     return b
@@ -54,14 +54,14 @@ def blend_h(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor
     blend_extent = min(a.shape[-1], b.shape[-1], blend_extent)
     if blend_extent <= 0:
         return b
-    # Bitwise a[x - n] * (1 - x / n) + b[x] * (x / n) with Python-float weights: the weights are
-    # computed in the opmath dtype, where 1 - x / n is (n - x) / n in float32, and each product is rounded
-    # to b's dtype before the add. `n` is a tensor because CUDA divides by a Python scalar through its reciprocal.
-    dtype = torch.float64 if b.dtype == torch.float64 else torch.float32
-    x = torch.arange(blend_extent, dtype=dtype, device=b.device)
+    # Rounds as scaling row x by the Python floats 1 - x / n and x / n: weights in the opmath dtype (float32
+    # (n - x) / n equals float32(1 - x / n) for every n up to 4096, checked), each product rounded to b's dtype
+    # before the add. `n` is a tensor: CUDA divides by a Python scalar via its reciprocal (BinaryDivTrueKernel.cu).
+    weight_dtype = torch.float64 if b.dtype == torch.float64 else torch.float32
+    x = torch.arange(blend_extent, dtype=weight_dtype, device=b.device)
     n = torch.full_like(x, blend_extent)
     weight_b = x / n
-    weight_a = 1 - weight_b if dtype == torch.float64 else (n - x) / n
+    weight_a = 1 - weight_b if weight_dtype == torch.float64 else (n - x) / n
     a_part = (a[..., -blend_extent:] * weight_a).to(b.dtype)
     b[..., :blend_extent].mul_(weight_b).add_(a_part)
     return b
@@ -72,14 +72,14 @@ def blend_t(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor
     blend_extent = min(a.shape[-3], b.shape[-3], blend_extent)
     if blend_extent <= 0:
         return b
-    # Bitwise a[x - n] * (1 - x / n) + b[x] * (x / n) with Python-float weights: the weights are
-    # computed in the opmath dtype, where 1 - x / n is (n - x) / n in float32, and each product is rounded
-    # to b's dtype before the add. `n` is a tensor because CUDA divides by a Python scalar through its reciprocal.
-    dtype = torch.float64 if b.dtype == torch.float64 else torch.float32
-    x = torch.arange(blend_extent, dtype=dtype, device=b.device).view(-1, 1, 1)
+    # Rounds as scaling row x by the Python floats 1 - x / n and x / n: weights in the opmath dtype (float32
+    # (n - x) / n equals float32(1 - x / n) for every n up to 4096, checked), each product rounded to b's dtype
+    # before the add. `n` is a tensor: CUDA divides by a Python scalar via its reciprocal (BinaryDivTrueKernel.cu).
+    weight_dtype = torch.float64 if b.dtype == torch.float64 else torch.float32
+    x = torch.arange(blend_extent, dtype=weight_dtype, device=b.device).view(-1, 1, 1)
     n = torch.full_like(x, blend_extent)
     weight_b = x / n
-    weight_a = 1 - weight_b if dtype == torch.float64 else (n - x) / n
+    weight_a = 1 - weight_b if weight_dtype == torch.float64 else (n - x) / n
     a_part = (a[..., -blend_extent:, :, :] * weight_a).to(b.dtype)
     b[..., :blend_extent, :, :].mul_(weight_b).add_(a_part)
     return b

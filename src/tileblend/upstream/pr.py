@@ -34,6 +34,7 @@ from .edits import LINE_LENGTH
 from .model_files import FileKind
 from .rewrite import TreeRewrite, apply_rewrite, plan_rewrite, report
 from .source_files import SourceError
+from .test_cases import CASES
 from .test_text import TEST_CLASS_SUFFIX
 
 
@@ -197,20 +198,31 @@ def performance_numbers(launches: dict | None) -> dict:
 
 
 def untested_classes(rewrite: TreeRewrite, check: CheckResult | None) -> str:
-    """The sentence naming the rewritten classes without a test class of their own (no upstream test file), and why
-    they are still covered; empty without a check run."""
+    """The sentences naming the rewritten classes without a test class of their own (no upstream test file), and the
+    tested classes whose tiled forward does not reach their `blend_t` (`TilingBlendCase.methods`), and why both are
+    still covered; empty without a check run."""
     if check is None:
         return ""
-    rewritten = {method.cls for plan in rewrite.files for method in plan.vectorized}
+    methods = [method for plan in rewrite.files for method in plan.vectorized]
     tested = {name.removeprefix("Test").removesuffix(TEST_CLASS_SUFFIX) for name in check.added_classes}
-    untested = sorted(rewritten - tested)
-    if not untested:
-        return ""
-    names = ", ".join(f"`{name}`" for name in untested)
-    return (
-        f"Rewritten classes without a test file, so without a tiled-forward test: {names}. Their methods are the "
-        "tested ones: identical copies checked by `utils/check_copies.py`, or inherited from the mixin."
+    untested = sorted({method.cls for method in methods} - tested)
+    no_frames = sorted(
+        method.cls
+        for method in methods
+        if method.method == "blend_t" and method.cls in tested and "blend_t" not in CASES[method.cls].methods
     )
+    covered = "Their methods are the tested ones: identical copies checked by `utils/check_copies.py`, or inherited "
+    covered += "from the mixin."
+    sentences = []
+    if untested:
+        names = ", ".join(f"`{name}`" for name in untested)
+        sentences.append(f"Rewritten classes without a test file, so without a tiled-forward test: {names}.")
+    if no_frames:
+        names = ", ".join(f"`{name}`" for name in no_frames)
+        sentences.append(
+            f"Tested classes whose tiled forward does not reach `blend_t` with their tiny test config: {names}."
+        )
+    return " ".join([*sentences, covered]) if sentences else ""
 
 
 def read_json(path: Path | None) -> dict | None:

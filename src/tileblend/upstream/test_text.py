@@ -16,8 +16,15 @@ from .edits import LINE_LENGTH
 REFERENCE_NAME = "blend_row_loop"
 MIXIN_NAME = "AutoencoderTilingBlendTesterMixin"
 TEST_CLASS_SUFFIX = "TilingBlend"
+DEFAULT_METHODS = ("blend_v", "blend_h")  # the mixin's `tiling_blend_methods`
 # Added to the `from ...testing_utils import ...` of tests/models/autoencoders/testing_utils.py.
 TESTING_UTILS_IMPORTS = ("assert_tensors_close", "require_torch_gpu")
+
+
+def _names_tuple(names: tuple[str, ...]) -> str:
+    """`names` as ruff formats a tuple of strings: `("a", "b")`."""
+    return "(" + ", ".join(f'"{name}"' for name in names) + ")"
+
 
 REFERENCE = f'''\
 def {REFERENCE_NAME}(a, b, blend_extent, dim):
@@ -44,6 +51,9 @@ class {MIXIN_NAME}:
     """
 
     blend_dims = {{"blend_v": -2, "blend_h": -1, "blend_t": -3}}
+    # The blend methods the tiled forward of `get_tiling_blend_inputs()` calls; a video model that also tiles frames
+    # adds "blend_t".
+    tiling_blend_methods = {_names_tuple(DEFAULT_METHODS)}
 
     @property
     def tiling_blend_settings(self) -> dict:
@@ -52,16 +62,17 @@ class {MIXIN_NAME}:
     def get_tiling_blend_inputs(self) -> dict:
         return self.get_dummy_inputs()
 
-    def get_tiled_model(self, dtype, device=torch_device, blend=None):
+    def get_tiled_model(self, dtype, device=torch_device, blend=None, methods=None):
         """The model with tiling on and `tiling_blend_settings` applied. With `blend(a, b, blend_extent, dim)`, its
-        blend methods are replaced by it: used to build the reference models."""
+        blend methods (those of `methods`, or all) are replaced by it: used to build the reference models."""
         torch.manual_seed(0)
         model = self.model_class(**self.get_init_dict()).to(device=device, dtype=dtype).eval()
         model.enable_tiling()
         for name, value in self.tiling_blend_settings.items():
             setattr(model, name, value)
         if blend is not None:
-            for method, dim in self.blend_dims.items():
+            for method in methods or self.blend_dims:
+                dim = self.blend_dims[method]
                 setattr(model, method, lambda a, b, blend_extent, dim=dim: blend(a, b, blend_extent, dim))
         return model
 
@@ -74,8 +85,7 @@ class {MIXIN_NAME}:
 
     @staticmethod
     def forward_sample(model, inputs):
-        output = model(**inputs, return_dict=False)[0]
-        return output.sample if isinstance(output, DecoderOutput) else output
+        return model(**inputs, return_dict=False)[0]
 
     def get_tiled_output(self, model, dtype):
         with torch.no_grad():
@@ -90,11 +100,16 @@ class {MIXIN_NAME}:
         assert_tensors_close(output, expected, atol=0, rtol=0, msg="Tiled outputs must match the row loop bitwise.")
 
     def test_tiling_blend_inputs_reach_the_blends(self):
-        output = self.get_tiled_output(self.get_tiled_model(torch.float32), torch.float32)
-        unblended = self.get_tiled_output(
-            self.get_tiled_model(torch.float32, blend=lambda a, b, blend_extent, dim: b), torch.float32
-        )
-        assert not torch.equal(output, unblended), "The inputs must span overlapping tiles, so that the blends run."
+        # The tile settings keep the untiled output's shape, and for each method a second model whose method returns
+        # `b` untouched gives another tiled output.
+        model = self.get_tiled_model(torch.float32)
+        output = self.get_tiled_output(model, torch.float32)
+        model.disable_tiling()
+        assert output.shape == self.get_tiled_output(model, torch.float32).shape, "Tiling must keep the output shape."
+        for method in self.tiling_blend_methods:
+            unblended = self.get_tiled_model(torch.float32, blend=lambda a, b, blend_extent, dim: b, methods=[method])
+            unblended_output = self.get_tiled_output(unblended, torch.float32)
+            assert not torch.equal(output, unblended_output), f"The inputs must span tiles that {{method}} blends."
 
     @require_torch_gpu
     @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=["fp32", "fp16", "bf16"])
@@ -126,14 +141,14 @@ class {MIXIN_NAME}:
     )
     def test_blend_methods_match_row_loop(self, dtype):
         model = self.model_class(**self.get_init_dict())
-        methods = [method for method in self.blend_dims if hasattr(model, method)]
         # Tiles of the rank the model blends: 4D for images, 5D for videos.
         rank = next(value.ndim for value in self.get_tiling_blend_inputs().values() if torch.is_tensor(value))
         generator = torch.Generator("cpu").manual_seed(0)
-        for method in methods:
+        for method in self.tiling_blend_methods:
             dim = self.blend_dims[method]
             # (length of a, length of b along `dim`, blend_extent): plain, clipped by either tile, zero, negative. At
-            # extents 7 and 11 some weights `y / n` differ by one ulp on CUDA if divided through the reciprocal of n.
+            # extents 7 and 11, float32 `y * (1 / n)` differs from `y / n` for some y: what CUDA computes when the
+            # divisor is a Python number.
             cases = [(8, 8, 4), (12, 12, 7), (16, 11, 12), (8, 3, 4), (2, 8, 4), (8, 8, 0), (8, 8, -2), (6, 6, 1)]
             for length_a, length_b, extent in cases:
                 shape_a, shape_b = [2, 3, 5, 6, 7][-rank:], [2, 3, 5, 6, 7][-rank:]
@@ -160,12 +175,15 @@ class TilingBlendCase:
             overlapping tiles (lines at method-body indent), or None to use `get_dummy_inputs()`.
         init: the body of a `get_init_dict()` override, or None to use the config's own.
         reason: why `inputs` or `init` differ from the config's, written as a comment above them.
+        methods: the blend methods the tiled forward calls (the mixin's `tiling_blend_methods`), written in the test
+            class where they are not the mixin's default.
     """
 
     settings: dict
     inputs: str | None = None
     init: str | None = None
     reason: str | None = None
+    methods: tuple[str, ...] = DEFAULT_METHODS
 
 
 def test_class(model: str, config: str, case: TilingBlendCase) -> str:
@@ -173,7 +191,10 @@ def test_class(model: str, config: str, case: TilingBlendCase) -> str:
     header = f"class Test{model}{TEST_CLASS_SUFFIX}({config}, {MIXIN_NAME}):\n"
     if len(header) - 1 > LINE_LENGTH:
         header = f"class Test{model}{TEST_CLASS_SUFFIX}(\n    {config}, {MIXIN_NAME}\n):\n"
-    lines = [header, "    @property\n", "    def tiling_blend_settings(self):\n", "        return {\n"]
+    lines = [header]
+    if case.methods != DEFAULT_METHODS:
+        lines += [f"    tiling_blend_methods = {_names_tuple(case.methods)}\n", "\n"]
+    lines += ["    @property\n", "    def tiling_blend_settings(self):\n", "        return {\n"]
     lines += [f'            "{name}": {value!r},\n' for name, value in case.settings.items()]
     lines += ["        }\n"]
     reason = [f"    # {case.reason}\n"] if case.reason else []
