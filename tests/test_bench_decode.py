@@ -3,6 +3,7 @@
 import json
 import textwrap
 
+import huggingface_hub
 import pytest
 import torch
 
@@ -193,7 +194,9 @@ def test_checkpoint_defaults_are_real_sizes_and_the_models_own_tiles(checkpoints
 def test_checkpoint_errors_are_one_line_and_exit_2(checkpoints, monkeypatch, capsys, argv, message):
     (checkpoints / "not-tiled").mkdir(exist_ok=True)
     (checkpoints / "not-tiled" / "config.json").write_text(json.dumps({"_class_name": "UNet2DModel"}))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # a Hub ID without network, deterministically
+    # A Hub ID without network, deterministically: huggingface_hub reads HF_HUB_OFFLINE when imported, and asks this
+    # constant before each request.
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     argv = [word.format(root=checkpoints) for word in argv]
     assert tileblend(["bench", "decode", *argv, "--device", "cpu"]) == 2
     error = capsys.readouterr().err

@@ -73,10 +73,6 @@ def test_an_arm_past_its_timeout_is_killed_with_its_ranks(tmp_path, capsys):
     assert err.count("\n") == 1 and "ran past --timeout 0.5 s" in err
 
 
-def test_parallel_benchmark_refuses_one_process():
-    assert tileblend(["bench", "parallel", "--preset", "small", "--nproc", "1"]) == 2
-
-
 def test_parallel_decode_example_under_torchrun():
     completed = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
