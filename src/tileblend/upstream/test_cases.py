@@ -92,14 +92,14 @@ CASES: dict[str, TilingBlendCase] = {
         {
             "tile_sample_min_height": 32,
             "tile_sample_min_width": 32,
-            "tile_latent_min_height": 4,
-            "tile_latent_min_width": 4,
+            "tile_latent_min_height": 2,
+            "tile_latent_min_width": 2,
             "tile_overlap_factor_height": 0.5,
             "tile_overlap_factor_width": 0.5,
         },
         init='return {**super().get_init_dict(), "ch": 4}',
-        inputs=_sample("(1, 3, 8, 32, 32)"),
-        reason="4 base channels and one video: tiling the 128-channel config in bfloat16 takes minutes on a CPU.",
+        inputs=_sample("(1, 3, 16, 32, 32)"),
+        reason="4 base channels and one video: bfloat16 3D convolutions are slow on a CPU.",
     ),
     "LTX2VideoDiffusionDecoderModel": TilingBlendCase(
         _SPATIAL_32_24,
