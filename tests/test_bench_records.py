@@ -1,10 +1,12 @@
 """The records `tileblend bench` passes between processes and writes (`tileblend.bench.records`), and the one table of
-run options its commands share (`tileblend.bench.options`): no worker process, no model."""
+run options and the one parser helper its commands share (`tileblend.bench.options`): no worker process, no model."""
 
+import argparse
 import json
 
 import pytest
 
+from tileblend.bench.cli import BENCHMARKS
 from tileblend.bench.records import (
     ArmResult,
     CompileResult,
@@ -109,3 +111,15 @@ def test_each_command_takes_its_run_options_from_the_one_table(command, defaults
     assert ("pairs" in args) == ("pairs" in defaults)
     with pytest.raises(SystemExit):
         build_parser().parse_args(["bench", command, "--reps", "0"])  # every command's --reps is a positive integer
+
+
+@pytest.mark.parametrize("benchmark", BENCHMARKS, ids=lambda module: module.__name__.rsplit(".", 1)[-1])
+def test_each_command_is_built_by_the_one_benchmark_parser(benchmark):
+    """`tileblend bench NAME --help` shows the benchmark module's docstring as written, and NAME runs its `main`."""
+    name = benchmark.__name__.rsplit(".", 1)[-1]
+    subparsers = argparse.ArgumentParser().add_subparsers()
+    benchmark.add_parser(subparsers)
+    parser = subparsers.choices[name]
+    assert parser.description == benchmark.__doc__
+    assert parser.formatter_class is argparse.RawDescriptionHelpFormatter
+    assert parser.get_default("handler") is benchmark.main

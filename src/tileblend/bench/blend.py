@@ -11,8 +11,8 @@ arms give the same bits (`tileblend.compare.bitwise_equal`).
 Two sets of seams (`--seams`):
 
 - `sd`: `blend_v` and `blend_h` on SD-sized decode tiles, (1, 3, 512, 512), at every extent of `--extents`; extent 128
-  on them is the seam of a 1024x1024 Stable Diffusion tiled decode. `blend_t` on 512 frames of 32x32,
-  (1, 3, 512, 32, 32), so that every extent up to 512 fits.
+  on them is the seam of a 1024x1024 Stable Diffusion tiled decode (rows marked * in the table). `blend_t` on 512
+  frames of 32x32, (1, 3, 512, 32, 32), so that every extent up to 512 fits.
 - `video`: the 5D seams of the video autoencoders at their default tile settings (`VIDEO_SEAMS`): latent tiles of a
   tiled encode, pixel tiles of a tiled decode and the temporal seams, whose rows hold tens of thousands to millions of
   elements.
@@ -34,6 +34,7 @@ from ..opcount import count_aten_ops
 from ..reference import REFERENCE_FUNCTIONS
 from ..timing import median_ms, time_calls
 from .machine import machine
+from .options import add_benchmark_parser
 from .pairs import arm_order, paired_ratios
 from .records import write_record
 
@@ -154,13 +155,7 @@ def summary(rows: list[dict]) -> str:
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "blend",
-        help="time the seam blend alone: loop vs vectorized",
-        description="Time diffusers' row-loop blend (tileblend.reference) against tileblend.blend per seam, method, "
-        "dtype and extent, and count the aten operators each dispatches. Rows marked * are the seam of a 1024x1024 SD "
-        "tiled decode; the video seams are those of Wan, HunyuanVideo and LTX at their default tile sizes.",
-    )
+    parser = add_benchmark_parser(subparsers, "blend", "time the seam blend alone: loop vs vectorized", __doc__, main)
     parser.add_argument(
         "--seams",
         nargs="+",
@@ -186,7 +181,6 @@ def add_parser(subparsers) -> None:
         "--threads", type=arguments.positive_int, help="CPU threads for torch (default: torch's default)"
     )
     parser.add_argument("--json", metavar="PATH", help="also write the machine and one record per row to PATH")
-    parser.set_defaults(handler=main)
 
 
 def main(args: argparse.Namespace) -> int:
