@@ -125,7 +125,7 @@ def check_numbers(check: CheckResult | None, inherit: bool) -> dict:
     broken = list(check.broken.outcomes.values()) if check.broken else []
     broken_result = (
         f"With the blend broken in every copy (one row fewer blended), {broken.count('failed')} of the "
-        f"{len(broken)} added float32 method and tiled-forward tests fail."
+        f"{len(broken)} added CPU tests fail."
         if broken
         else "The check with a broken blend was not run."
     )
@@ -216,11 +216,11 @@ def untested_classes(rewrite: TreeRewrite, check: CheckResult | None) -> str:
     sentences = []
     if untested:
         names = ", ".join(f"`{name}`" for name in untested)
-        sentences.append(f"Rewritten classes without a test file, so without a tiled-forward test: {names}.")
+        sentences.append(f"Rewritten classes without a test file, so without a test class of their own: {names}.")
     if no_frames:
         names = ", ".join(f"`{name}`" for name in no_frames)
         sentences.append(
-            f"Tested classes whose tiled forward does not reach `blend_t` with their tiny test config: {names}."
+            f"Tested classes whose `blend_t` no tiled pass of their test inputs calls, so not checked: {names}."
         )
     return " ".join([*sentences, covered]) if sentences else ""
 

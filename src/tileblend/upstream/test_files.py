@@ -59,12 +59,12 @@ def _slicing_tiling_end(tree: ast.Module, config: str) -> int | None:
     return None
 
 
-def _edited(source: SourceFile, tree: ast.Module, definitions: list, imports: tuple) -> FileRewrite:
-    """The file with `definitions` (`tileblend.upstream.edits.definition_edits`) written and the names of `imports`
-    ((module, level, names)) imported."""
+def _edited(source: SourceFile, tree: ast.Module, definitions: list, imports: list[tuple]) -> FileRewrite:
+    """The file with `definitions` (`tileblend.upstream.edits.definition_edits`) written and the names of each of
+    `imports` ((module, level, names)) imported."""
     lines = split_lines(source.text)
     edits = definition_edits(lines, tree, definitions)
-    edits += [edit for edit in [import_edit(tree, *imports)] if edit is not None]
+    edits += [edit for edit in (import_edit(tree, *names) for names in imports) if edit is not None]
     new = apply_edits(lines, edits, source.newline, source.path)
     return FileRewrite(path=source.path, kind=FileKind.TESTS, old=source.text, new=new, encoding=source.encoding)
 
@@ -74,7 +74,7 @@ def _test_file(source: SourceFile, classes: set[str], tested: set[str]) -> FileR
     an earlier file), or None when it gets none; adds the models it tests to `tested`."""
     tree = parse_source(source.text, source.path)
     written = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
-    definitions = []
+    definitions, imports = [], [("testing_utils", 1, (MIXIN_NAME,))]
     for model, config in _config_classes(tree).items():
         name = f"Test{model}{TEST_CLASS_SUFFIX}"
         # A test class an earlier run added is refreshed too: after `--inherit` its model has no blend method left.
@@ -82,10 +82,12 @@ def _test_file(source: SourceFile, classes: set[str], tested: set[str]) -> FileR
             continue
         after = _slicing_tiling_end(tree, config.name)
         definitions.append((name, test_class(model, config.name, CASES[model]), after))
+        if CASES[model].imports:
+            imports.append(("testing_utils", 3, CASES[model].imports))
         tested.add(model)
     if not definitions:
         return None
-    return _edited(source, tree, definitions, ("testing_utils", 1, (MIXIN_NAME,)))
+    return _edited(source, tree, definitions, imports)
 
 
 def _layout_files(root: Path, classes: set[str]) -> list[FileRewrite] | None:
@@ -99,7 +101,7 @@ def _layout_files(root: Path, classes: set[str]) -> list[FileRewrite] | None:
         return None
     tree = parse_source(source.text, utils_path)
     definitions = [(REFERENCE_NAME, REFERENCE, None), (MIXIN_NAME, MIXIN, None)]
-    files = [_edited(source, tree, definitions, ("testing_utils", 3, TESTING_UTILS_IMPORTS))]
+    files = [_edited(source, tree, definitions, [("testing_utils", 3, TESTING_UTILS_IMPORTS)])]
     tested = set()
     for path in sorted((root / TESTS).glob("test_*.py")):
         source = read_source(path)

@@ -8,6 +8,7 @@ written in upstream's style (pytest, tester mixins, tiny real models, upstream's
 tolerance, no spies on the model under test) and is already formatted as ruff formats it.
 """
 
+import textwrap
 from dataclasses import dataclass
 
 from .edits import LINE_LENGTH
@@ -42,141 +43,141 @@ def {REFERENCE_NAME}(a, b, blend_extent, dim):
 MIXIN = f'''\
 class {MIXIN_NAME}:
     """
-    Tests that tiled encode and decode blend overlapping tiles exactly like `{REFERENCE_NAME}`, the row loop that the
-    `AutoencoderMixin.blend_v/h/t` methods vectorize: `b` blended in place, each product rounded to the tensor's dtype.
+    Tests that the model's own `blend_v`, `blend_h` and `blend_t` give the result of `{REFERENCE_NAME}`, the row loop
+    they vectorize, bit for bit and in place, on tiles of the shapes that its tiled encode and decode cut
+    `get_tiling_inputs()` into with `tiling_kwargs`: interior and clipped edge tiles along every axis it blends.
 
-    The tiling tests of `AutoencoderTesterMixin` use the default tile sizes, which are larger than the dummy inputs,
-    so they never reach a blend. Here the config provides `tiling_blend_settings`, the tiling attributes set on the
-    model after `enable_tiling()` so that the inputs of `get_tiling_blend_inputs()` span several overlapping tiles.
+    The tile geometry comes from the model's tiling attributes (`get_tile_grid()`) and from the untiled output shape
+    of each tiled pass (`get_tiling_blend_shapes()`); the test class sets `tiling_kwargs` and `get_tiling_inputs()` so
+    that at least two tiles overlap along each blended axis.
     """
 
     blend_dims = {{"blend_v": -2, "blend_h": -1, "blend_t": -3}}
-    # The blend methods the tiled forward of `get_tiling_blend_inputs()` calls; a video model that also tiles frames
-    # adds "blend_t".
+    # The blend methods the tiled passes call; a video model that also tiles frames adds "blend_t".
     tiling_blend_methods = {_names_tuple(DEFAULT_METHODS)}
 
-    @property
-    def tiling_blend_settings(self) -> dict:
-        raise NotImplementedError("Set the tiling attributes that make the inputs span several overlapping tiles.")
+    def get_tiled_model(self):
+        """The model with tiling enabled by `tiling_kwargs`, and the seams its tiled passes blend."""
+        model = self.model_class(**self.get_init_dict()).eval()
+        shapes = self.get_tiling_blend_shapes(model)
+        model.enable_tiling(**self.tiling_kwargs)
+        return model, self.get_blend_seams(self.get_tile_grid(model), shapes)
 
-    def get_tiling_blend_inputs(self) -> dict:
-        return self.get_dummy_inputs()
+    def get_tile_grid(self, model):
+        """Per blend method: the tile size, stride and compression ratio along its axis, in sample pixels or frames."""
+        ratio = model.spatial_compression_ratio
+        grid = {{
+            "blend_v": (model.tile_sample_min_height, model.tile_sample_stride_height, ratio),
+            "blend_h": (model.tile_sample_min_width, model.tile_sample_stride_width, ratio),
+        }}
+        if "blend_t" in self.tiling_blend_methods:
+            frames = (model.tile_sample_min_num_frames, model.tile_sample_stride_num_frames)
+            grid["blend_t"] = (*frames, model.temporal_compression_ratio)
+        return grid
 
-    def get_tiled_model(self, dtype, device=torch_device, blend=None, methods=None):
-        """The model with tiling on and `tiling_blend_settings` applied. With `blend(a, b, blend_extent, dim)`, its
-        blend methods (those of `methods`, or all) are replaced by it: used to build the reference models."""
-        torch.manual_seed(0)
-        model = self.model_class(**self.get_init_dict()).to(device=device, dtype=dtype).eval()
-        model.enable_tiling()
-        for name, value in self.tiling_blend_settings.items():
-            setattr(model, name, value)
-        if blend is not None:
-            for method in methods or self.blend_dims:
-                dim = self.blend_dims[method]
-                setattr(model, method, lambda a, b, blend_extent, dim=dim: blend(a, b, blend_extent, dim))
-        return model
-
-    def get_tiled_inputs(self, dtype, device=torch_device):
-        inputs = self.get_tiling_blend_inputs()
-        for name, value in inputs.items():
-            if torch.is_tensor(value) and value.is_floating_point():
-                inputs[name] = value.to(device=device, dtype=dtype)
-        return inputs
-
-    @staticmethod
-    def forward_sample(model, inputs):
-        return model(**inputs, return_dict=False)[0]
-
-    def get_tiled_output(self, model, dtype):
+    def get_tiling_blend_shapes(self, model):
+        """Per tiled pass, the shape of its output without tiling, into which its tiles are blended."""
+        sample = self.get_tiling_inputs()["sample"]
         with torch.no_grad():
-            return self.forward_sample(model, self.get_tiled_inputs(dtype))
+            moments = model.encode(sample).latent_dist.parameters
+        return {{"encode": moments.shape, "decode": sample.shape}}
 
-    @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
-    def test_tiled_forward_matches_row_loop(self, dtype):
-        # The expected output comes from a second model with the same weights whose blend methods are the row loop;
-        # the model under test runs unchanged.
-        output = self.get_tiled_output(self.get_tiled_model(dtype), dtype)
-        expected = self.get_tiled_output(self.get_tiled_model(dtype, blend={REFERENCE_NAME}), dtype)
-        assert_tensors_close(output, expected, atol=0, rtol=0, msg="Tiled outputs must match the row loop bitwise.")
+    def get_blend_seams(self, grid, shapes):
+        """
+        The distinct (method, shape of `a`, shape of `b`, blend_extent) that the tiled passes blend, from the tile
+        `grid` (`get_tile_grid()`) and the output `shapes` of the passes (`get_tiling_blend_shapes()`).
+        """
+        seams = set()
+        for name, shape in shapes.items():
+            tile_lengths, first_tile = {{}}, list(shape)
+            for method, (tile, stride, ratio) in grid.items():
+                if name == "encode":
+                    tile, stride = tile // ratio, stride // ratio
+                dim, previous_frame = self.blend_dims[method], int(method == "blend_t")
+                # Tiles start every `stride` and are cut at the end of the output. A frame tile also holds the frame
+                # before it, which every tile but the first drops.
+                lengths = [min(tile + previous_frame, shape[dim])]
+                starts = range(stride, shape[dim], stride)
+                lengths += [min(tile, shape[dim] - previous_frame - start) for start in starts]
+                tile_lengths[method] = (lengths, tile - stride)
+                first_tile[dim] = lengths[0]
+            for method, (lengths, blend_extent) in tile_lengths.items():
+                dim = self.blend_dims[method]
+                # Frame tiles are blended after their frames are tiled in space; the spatial tiles of a frame tile.
+                across = shape if method == "blend_t" else first_tile
+                for length_a, length_b in zip(lengths, lengths[1:]):
+                    shape_a, shape_b = list(across), list(across)
+                    shape_a[dim], shape_b[dim] = length_a, length_b
+                    seams.add((method, tuple(shape_a), tuple(shape_b), blend_extent))
+        return sorted(seams)
 
-    def test_tiling_blend_inputs_reach_the_blends(self):
-        # The tile settings keep the untiled output's shape, and for each method a second model whose method returns
-        # `b` untouched gives another tiled output.
-        model = self.get_tiled_model(torch.float32)
-        output = self.get_tiled_output(model, torch.float32)
-        model.disable_tiling()
-        assert output.shape == self.get_tiled_output(model, torch.float32).shape, "Tiling must keep the output shape."
+    def test_tiling_blends_match_row_loop(self):
+        model, seams = self.get_tiled_model()
         for method in self.tiling_blend_methods:
-            unblended = self.get_tiled_model(torch.float32, blend=lambda a, b, blend_extent, dim: b, methods=[method])
-            unblended_output = self.get_tiled_output(unblended, torch.float32)
-            assert not torch.equal(output, unblended_output), f"The inputs must span tiles that {{method}} blends."
+            dim = self.blend_dims[method]
+            overlaps = [min(a[dim], b[dim], extent) for name, a, b, extent in seams if name == method]
+            assert max(overlaps, default=0) > 0, f"The tiling inputs must span two tiles that {{method}} blends."
+
+        # MPS has neither float64 nor, in the tests, bfloat16.
+        dtypes = [torch.float32, torch.float16]
+        if torch_device != "mps":
+            dtypes += [torch.bfloat16, torch.float64]
+        generator = torch.Generator("cpu").manual_seed(0)
+        for dtype in dtypes:
+            for method, shape_a, shape_b, blend_extent in seams:
+                dim = self.blend_dims[method]
+                a = torch.randn(shape_a, generator=generator).to(torch_device, dtype)
+                # `b` is a strided view, as the tiles of several models are.
+                b = torch.randn(shape_b, generator=generator).to(torch_device, dtype)
+                b = torch.cat([b, b], dim=dim).narrow(dim, shape_b[dim], shape_b[dim])
+                a_before = a.clone()
+                expected = {REFERENCE_NAME}(a.clone(), b.clone(), blend_extent, dim)
+
+                assert getattr(model, method)(a, b, blend_extent) is b
+                msg = f"{{method}} must match the row loop bitwise in {{dtype}}."
+                assert_tensors_close(b, expected, atol=0, rtol=0, msg=msg)
+                assert_tensors_close(a, a_before, atol=0, rtol=0, msg=f"{{method}} must not modify `a`.")
 
     @require_torch_gpu
-    @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=["fp32", "fp16", "bf16"])
-    def test_tiled_forward_cuda_graph(self, dtype):
-        if "generator" in self.get_tiling_blend_inputs():
-            pytest.skip(f"{{self.model_class.__name__}} draws noise from a CPU generator, which a graph cannot replay.")
-        model = self.get_tiled_model(dtype, device="cuda")
-        inputs = self.get_tiled_inputs(dtype, device="cuda")
-        with torch.no_grad():
+    def test_tiling_blends_cuda_graph(self):
+        model, seams = self.get_tiled_model()
+        generator = torch.Generator("cpu").manual_seed(0)
+        for method, shape_a, shape_b, blend_extent in seams:
+            a = torch.zeros(shape_a, device="cuda")
+            b = torch.zeros(shape_b, device="cuda")
             stream = torch.cuda.Stream()
             stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(stream):
-                model(**inputs, return_dict=False)
+                getattr(model, method)(a, b.clone(), blend_extent)
             torch.cuda.current_stream().wait_stream(stream)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
-                output = self.forward_sample(model, inputs)
-            for seed in range(1, 4):
-                generator = torch.Generator("cpu").manual_seed(seed)
-                for value in inputs.values():
-                    if torch.is_tensor(value) and value.is_floating_point():
-                        value.copy_(torch.randn(value.shape, generator=generator).to(value))
+                getattr(model, method)(a, b, blend_extent)
+            for replay in range(3):
+                a.copy_(torch.randn(shape_a, generator=generator))
+                b_before = torch.randn(shape_b, generator=generator).to("cuda")
+                b.copy_(b_before)
                 graph.replay()
-                expected = self.forward_sample(model, inputs)
-                assert_tensors_close(output, expected, atol=0, rtol=0, msg=f"Replay {{seed}} differs from eager.")
-
-    @pytest.mark.parametrize(
-        "dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64], ids=["fp32", "fp16", "bf16", "fp64"]
-    )
-    def test_blend_methods_match_row_loop(self, dtype):
-        model = self.model_class(**self.get_init_dict())
-        # Tiles of the rank the model blends: 4D for images, 5D for videos.
-        rank = next(value.ndim for value in self.get_tiling_blend_inputs().values() if torch.is_tensor(value))
-        generator = torch.Generator("cpu").manual_seed(0)
-        for method in self.tiling_blend_methods:
-            dim = self.blend_dims[method]
-            # (length of a, length of b along `dim`, blend_extent): plain, clipped by either tile, zero, negative. At
-            # extents 7 and 11, float32 `y * (1 / n)` differs from `y / n` for some y: what CUDA computes when the
-            # divisor is a Python number.
-            cases = [(8, 8, 4), (12, 12, 7), (16, 11, 12), (8, 3, 4), (2, 8, 4), (8, 8, 0), (8, 8, -2), (6, 6, 1)]
-            for length_a, length_b, extent in cases:
-                shape_a, shape_b = [2, 3, 5, 6, 7][-rank:], [2, 3, 5, 6, 7][-rank:]
-                shape_a[dim], shape_b[dim] = length_a, length_b + 1
-                a = torch.randn(shape_a, generator=generator).to(torch_device, dtype)
-                b = torch.randn(shape_b, generator=generator).to(torch_device, dtype)
-                b = b.narrow(dim, 1, length_b)  # a strided view
-                a_before = a.clone()
-                expected = {REFERENCE_NAME}(a.clone(), b.clone(), extent, dim)
-
-                assert getattr(model, method)(a, b, extent) is b
-                assert_tensors_close(b, expected, atol=0, rtol=0, msg=f"{{method}} must match the row loop bitwise.")
-                assert_tensors_close(a, a_before, atol=0, rtol=0, msg=f"{{method}} must not modify `a`.")
+                expected = {REFERENCE_NAME}(a.clone(), b_before, blend_extent, self.blend_dims[method])
+                assert_tensors_close(b, expected, atol=0, rtol=0, msg=f"Replay {{replay}} of {{method}} differs.")
 '''
 
 
 @dataclass(frozen=True)
 class TilingBlendCase:
-    """What one model's test class needs to reach its blends with its upstream tester config.
+    """What one model's tests need to cut its tester inputs into overlapping tiles.
 
     Args:
-        settings: tiling attributes set on the model after `enable_tiling()` (name -> value).
-        inputs: the body of `get_tiling_blend_inputs()` when the config's dummy inputs are too small for two
-            overlapping tiles (lines at method-body indent), or None to use `get_dummy_inputs()`.
-        init: the body of a `get_init_dict()` override, or None to use the config's own.
+        settings: the `enable_tiling()` arguments (`tiling_kwargs`), each a multiple of the model's compression.
+        inputs: the body of `get_tiling_inputs()` where the config's dummy inputs fit in one tile (lines at
+            method-body indent), or None to use `get_dummy_inputs()`.
+        init: the body of a `get_init_dict()` override of the test class, or None to use the config's own.
         reason: why `inputs` or `init` differ from the config's, written as a comment above them.
-        methods: the blend methods the tiled forward calls (the mixin's `tiling_blend_methods`), written in the test
+        methods: the blend methods the tiled passes call (the mixin's `tiling_blend_methods`), written in the test
             class where they are not the mixin's default.
+        overrides: methods of the test class (at class-body indent 0) that override the mixin's geometry for a model
+            that names its tiling attributes or outputs otherwise, or add a model's own test.
+        imports: names the overrides use that the test file imports from `...testing_utils`.
     """
 
     settings: dict
@@ -184,6 +185,37 @@ class TilingBlendCase:
     init: str | None = None
     reason: str | None = None
     methods: tuple[str, ...] = DEFAULT_METHODS
+    overrides: tuple[str, ...] = ()
+    imports: tuple[str, ...] = ()
+
+
+def _comment(text: str) -> list[str]:
+    """`text` as comment lines at indent 0 that fit in `LINE_LENGTH` at class-body indent."""
+    return [f"# {line}\n" for line in textwrap.wrap(text, LINE_LENGTH - 6)]
+
+
+def _indented(text: str) -> list[str]:
+    """The lines of `text` at class-body indent."""
+    return [f"    {line}\n" if line.strip() else "\n" for line in text.splitlines()]
+
+
+def tiling_members(case: TilingBlendCase) -> list[tuple[str, str]]:
+    """(name, text at class-body indent 0) of `tiling_kwargs` and `get_tiling_inputs()` for `case`."""
+    kwargs = ["@property\n", "def tiling_kwargs(self):\n"]
+    if case.settings:
+        kwargs += ["    return {\n", *[f'        "{name}": {value!r},\n' for name, value in case.settings.items()]]
+        kwargs += ["    }\n"]
+    else:
+        kwargs = ["# `enable_tiling()` takes no arguments: the tile size is the config's `sample_size`.\n", *kwargs]
+        kwargs += ["    return {}\n"]
+    inputs = ["def get_tiling_inputs(self):\n"]
+    if case.inputs is None:
+        inputs += ["    return self.get_dummy_inputs()\n"]
+    else:
+        if case.reason and case.init is None:
+            inputs = [*_comment(case.reason), *inputs]
+        inputs += [f"    {line}\n" for line in case.inputs.splitlines()]
+    return [("tiling_kwargs", "".join(kwargs)), ("get_tiling_inputs", "".join(inputs))]
 
 
 def test_class(model: str, config: str, case: TilingBlendCase) -> str:
@@ -191,16 +223,19 @@ def test_class(model: str, config: str, case: TilingBlendCase) -> str:
     header = f"class Test{model}{TEST_CLASS_SUFFIX}({config}, {MIXIN_NAME}):\n"
     if len(header) - 1 > LINE_LENGTH:
         header = f"class Test{model}{TEST_CLASS_SUFFIX}(\n    {config}, {MIXIN_NAME}\n):\n"
-    lines = [header]
+    blocks = []
     if case.methods != DEFAULT_METHODS:
-        lines += [f"    tiling_blend_methods = {_names_tuple(case.methods)}\n", "\n"]
-    lines += ["    @property\n", "    def tiling_blend_settings(self):\n", "        return {\n"]
-    lines += [f'            "{name}": {value!r},\n' for name, value in case.settings.items()]
-    lines += ["        }\n"]
-    reason = [f"    # {case.reason}\n"] if case.reason else []
-    for name, body in (("get_init_dict", case.init), ("get_tiling_blend_inputs", case.inputs)):
-        if body is not None:
-            lines += ["\n", *reason]
-            reason = []
-            lines += [f"    def {name}(self):\n", *[f"        {line}\n" for line in body.splitlines()]]
+        blocks.append([f"    tiling_blend_methods = {_names_tuple(case.methods)}\n"])
+    if case.init is not None:
+        init = [
+            *_comment(case.reason),
+            "def get_init_dict(self):\n",
+            *[f"    {line}\n" for line in case.init.splitlines()],
+        ]
+        blocks.append(_indented("".join(init)))
+    blocks += [_indented(text) for _, text in tiling_members(case)]
+    blocks += [_indented(text) for text in case.overrides]
+    lines = [header]
+    for index, block in enumerate(blocks):
+        lines += (["\n"] if index else []) + block
     return "".join(lines)
