@@ -101,7 +101,7 @@ def test_drafts_are_filled_from_the_check_run():
     assert "+30 -10 lines, tests included" in description and "+12 -20 lines" in description
     assert "1 passed, 1 skipped (the CUDA-graph cases, without CUDA), 61 s when run\nalone" in description
     # The evidence sentences come from the run: the broken-blend result, and the issue's summary of the check.
-    broken = "With the blend broken in every copy (one row fewer blended), 1 of the 1 added float32 method and tiled-"
+    broken = "With the blend broken in every copy (one row fewer blended), 1 of the 1 added CPU tests fail."
     assert broken in description and broken in issue
     assert "`check_copies.py`, `ruff check` and `ruff format --check` are clean" in issue
     assert "shows 0 regressions against the untouched copy" in issue and "composed with 1 existing model" in issue
@@ -114,6 +114,7 @@ def test_drafts_are_filled_from_the_check_run():
         assert section in description
     assert "**Summary**: the code is ready in both layouts" in description and "Round 4" in description
     assert "AI assistance" in description
+    assert "[x]" not in description  # every box is the submitter's to tick
     # Nothing about CUDA is claimed without a GPU run; the issue asks which layout the maintainers prefer.
     assert upstream_pr.GPU_NOT_RUN in description and upstream_pr.GPU_NOT_RUN in issue
     assert "(+30 -10 lines, tests included)" in issue and "(+12 -20 lines, tests included)" in issue
@@ -230,7 +231,9 @@ def test_main_rewrites_and_prints_both_drafts(installed_checkout, tmp_path, caps
     assert copies != inherit and int(copies[0]) > int(inherit[0])
     assert out.rstrip().endswith("before submitting. ----")
     # The check JSON tested class `X` only: every rewritten class is named as without a tiled-forward test.
-    untested = re.search(r"Rewritten classes without a test file, so without a tiled-forward test: ([^.]*)\.", out)
+    untested = re.search(
+        r"Rewritten classes without a test file, so without a test class of their own: ([^.]*)\.", out
+    )
     assert "`AutoencoderKL`" in untested.group(1).split(", ") and "`AutoencoderKLWan`" in untested.group(1)
 
 
@@ -271,6 +274,6 @@ def test_untested_classes_name_the_tested_classes_whose_tiled_forward_reaches_no
         for cls in ("LTX2VideoDiffusionDecoderModel", "AutoencoderKLLTXVideo")
     }
     text = upstream_pr.untested_classes(rewrite, dataclasses.replace(CHECK, added=added))
-    assert "without a test file, so without a tiled-forward test: `AutoencoderKLHunyuanVideo15`." in text
-    assert "does not reach `blend_t` with their tiny test config: `LTX2VideoDiffusionDecoderModel`." in text
+    assert "without a test file, so without a test class of their own: `AutoencoderKLHunyuanVideo15`." in text
+    assert "no tiled pass of their test inputs calls, so not checked: `LTX2VideoDiffusionDecoderModel`." in text
     assert upstream_pr.untested_classes(rewrite, None) == ""
