@@ -9,7 +9,7 @@ VERSION_TESTS := tests/test_blend_contract.py tests/test_blend_properties.py tes
 	tests/test_verify.py tests/test_models_tiled_parity.py tests/test_models_registry.py tests/test_recognize.py \
 	tests/test_rewrite.py tests/test_compile.py
 
-.PHONY: test-floor test-newest install demo test style quality bench fix-copies upstream-pr upstream-check results gpu-check launches
+.PHONY: test-floor test-newest install demo test style quality bench fix-copies upstream-pr upstream-check exact-vs-simple results gpu-check launches
 
 $(STAMP): setup.py constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -78,14 +78,19 @@ endif
 
 # The upstream pull request: rewrite the pristine diffusers checkout DIFFUSERS=path (INHERIT=1: the --inherit layout),
 # check its copies (tileblend.upstream.copies), run ruff on the touched files, and print the drafts of the coordination
-# issue and of the PR description (docs/upstream-pr.md). The numbers of the last `make upstream-check`
-# (out/upstream-check.json) and of a `make gpu-check` on CUDA (out/gpu-check/summary.json) go into the description.
+# issue and, with ISSUE=N (its number), of the PR description and its benchmark script (docs/upstream-pr.md). It needs
+# the JSON of `make upstream-check` and of `make exact-vs-simple`; a `make gpu-check` on CUDA (out/gpu-check/summary.json)
+# adds the GPU section.
 upstream-pr: install
-	@test -n "$(DIFFUSERS)" || { echo "usage: make upstream-pr DIFFUSERS=path/to/diffusers-checkout [INHERIT=1]"; exit 2; }
-	$(BIN)/python utils/upstream_pr.py $(DIFFUSERS) $(if $(INHERIT),--inherit) \
-		$(if $(wildcard out/upstream-check.json),--check-json out/upstream-check.json) \
-		$(if $(wildcard out/gpu-check/summary.json),--gpu-json out/gpu-check/summary.json) \
-		$(if $(wildcard out/launches.json),--launches-json out/launches.json)
+	@test -n "$(DIFFUSERS)" || { echo "usage: make upstream-pr DIFFUSERS=path/to/diffusers-checkout [INHERIT=1] [ISSUE=N]"; exit 2; }
+	$(BIN)/python utils/upstream_pr.py $(DIFFUSERS) $(if $(INHERIT),--inherit) $(if $(ISSUE),--issue $(ISSUE)) \
+		--check-json out/upstream-check.json --exactness-json out/exact-vs-simple.json \
+		$(if $(wildcard out/gpu-check/summary.json),--gpu-json out/gpu-check/summary.json)
+
+# The coordination issue's exact vs simple blend table: real-size tiled decodes on the CPU (about 20 minutes on 2 cores).
+exact-vs-simple: install
+	mkdir -p out
+	$(BIN)/python utils/exact_vs_simple.py --json out/exact-vs-simple.json
 
 # Judge the rewrite with upstream's own tools on copies of DIFFUSERS=path (a checkout or a .tar.gz of one):
 # check_copies.py, ruff, and tests/models/autoencoders (-k "tiling or slicing or blend"; FULL=1: all of it) on a

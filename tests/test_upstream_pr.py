@@ -24,14 +24,14 @@ REPO = Path(__file__).resolve().parents[1]
 INSTALLED = Path(diffusers.__file__).parent
 
 
-ADDED_TEST = "a::TestXTilingBlend::test_tiled_forward_matches_row_loop[fp32]"
+ADDED_TEST = "a::TestXTilingBlend::test_tiling_blends_match_row_loop"
 CHECK = upstream_check.CheckResult(
     selection=upstream_check.SELECTION,
     copies={"pristine": True, "rewritten": True},
     ruff_check={"pristine": True, "rewritten": True},
     ruff_format={"pristine": True, "rewritten": True},
     tests={"pristine": upstream_check.TestRun(), "rewritten": upstream_check.TestRun()},
-    added={ADDED_TEST: "passed", "a::TestXTilingBlend::test_tiled_forward_cuda_graph[fp32]": "skipped"},
+    added={ADDED_TEST: "passed", "a::TestXTilingBlend::test_tiling_blends_cuda_graph": "skipped"},
     added_alone=upstream_check.TestRun(seconds=61.4),
     broken=upstream_check.TestRun(outcomes={ADDED_TEST: "failed"}),
 )
@@ -62,20 +62,18 @@ GPU = {
 }
 
 
-LAUNCHES = {
-    "command": "tileblend bench launches --workloads sd-1024 --dtype float16",
-    "dtype": "float16",
-    "machine": {"processor": "Some CPU"},
+EXACTNESS = {
+    "command": "python utils/exact_vs_simple.py --workloads sd",
     "results": [
         {
-            "workload": "sd-1024",
-            "vae": "AutoencoderKL",
-            "size": [1024, 1024],
-            "frames": None,
-            "totals": {"calls": 12, "loop_ops": 10752, "tileblend_ops": 138, "loop_ms": 21.53, "tileblend_ms": 0.634},
+            "workload": "SD WORKLOAD",
+            "dtype": "float16",
+            "max_abs_difference": 0.0039,
+            "changed_share": 0.012,
+            "values": 100,
+            "decoder_dtype": "float16",
         }
     ],
-    "published_check": "diffusers#14722: PUBLISHED SENTENCE.",
 }
 
 
@@ -83,16 +81,16 @@ def drafts(numbers) -> tuple[str, str]:
     return tuple(upstream_pr.template(name).substitute(numbers) for name in ("coordination-issue", "pr-description"))
 
 
-def filled(check=CHECK, gpu=None, launches=None) -> dict:
-    """Every placeholder: the rewrite's (REWRITE), then those of a check run, a GPU run and a launch estimate."""
+def filled(check=CHECK, gpu=None) -> dict:
+    """Every placeholder: the rewrite's (REWRITE), then those of a check run, the exactness table and a GPU run."""
     numbers = REWRITE | upstream_pr.check_numbers(check, False) | upstream_pr.gpu_numbers(gpu)
-    return numbers | upstream_pr.performance_numbers(launches)
+    return numbers | upstream_pr.exactness_numbers(EXACTNESS) | {"issue": 123}
 
 
 def test_drafts_are_filled_from_the_check_run():
     issue, description = drafts(filled())
     for text in (issue, description):
-        assert "$" not in text
+        assert not re.search(r"\$(?!\()", text)  # every placeholder filled; `$(...)` is shell
         assert "Read and approve every sentence" in text or "read and approve every sentence" in text
     assert description.startswith("# Vectorize blend_v/blend_h/blend_t in autoencoders\n")
     assert upstream_check.table(CHECK) in description
@@ -108,7 +106,10 @@ def test_drafts_are_filled_from_the_check_run():
     # Without a GPU run, exactness on CUDA is not claimed.
     assert upstream_pr.CUDA_NOT_RUN in description and upstream_pr.CUDA_NOT_RUN in issue
     assert "`TestXTilingBlend`" in description and "Regressions: 0." in description
-    assert "#<ISSUE>" in description  # the coordination issue is a placeholder until a maintainer acknowledges it
+    assert "Coordination: #123." in description
+    # Nothing for the submitter to fill in: no placeholder, no "not run", no ticked box.
+    for text in (issue, description):
+        assert not re.search(r"<[A-Za-z][^>]*>|not run", text.replace("<!--", "").replace("-->", "")), text
     assert '    pytest tests/models/autoencoders -k "tiling or slicing or blend"\n' in description
     for section in ("## Self-review", "**Blocking issues**", "**Non-blocking issues**", "**Dead code (advisory)**"):
         assert section in description
@@ -118,32 +119,21 @@ def test_drafts_are_filled_from_the_check_run():
     # Nothing about CUDA is claimed without a GPU run; the issue asks which layout the maintainers prefer.
     assert upstream_pr.GPU_NOT_RUN in description and upstream_pr.GPU_NOT_RUN in issue
     assert "(+30 -10 lines, tests included)" in issue and "(+12 -20 lines, tests included)" in issue
-    assert issue.rstrip().endswith("Would you accept a PR along these lines, and with which layout?")
+    assert issue.rstrip().endswith("Would you accept a PR along these lines, and which form and layout do you prefer?")
     assert "#14722 proposed the same change and was withdrawn" in issue
     assert "OMP_NUM_THREADS=1 pytest a -k TilingBlend" in description  # the added test files, from the check run
 
 
-def test_drafts_paste_the_launch_estimate_as_an_estimate():
-    _, description = drafts(filled(launches=LAUNCHES))
-    assert "Estimate, not a GPU timing" in description and "(Some CPU, one thread, float16" in description
-    assert "| AutoencoderKL, 1024x1024 | 12 | 10752 | 138 | 21.5 | 0.63 |" in description
-    assert "`tileblend bench launches --workloads sd-1024 --dtype float16`." in description
-    # The withdrawn proposal's timings are not evidence for this PR: the issue names it, the PR does not lean on it.
-    assert "PUBLISHED SENTENCE." not in description
-    _, without = drafts(filled())
-    assert "## Performance" not in without and "\n## GPU\n" in without
+def test_the_issue_puts_exact_vs_simple_with_the_measured_table():
+    issue, _ = drafts(filled())
+    assert "| SD WORKLOAD | float16 | float16 | 0.0039 | 1.2% |" in issue
+    assert "`python utils/exact_vs_simple.py --workloads sd`" in issue
 
 
 def test_drafts_paste_a_gpu_run():
     issue, description = drafts(filled(gpu=GPU))
     assert "| verify | ok | 40 |" in description and upstream_pr.GPU_NOT_RUN not in description
     assert "A `make gpu-check` run on cuda is attached" in issue
-
-
-def test_drafts_without_a_check_run_say_so():
-    _, description = drafts(filled(check=None))
-    assert "$" not in description
-    assert description.count(upstream_pr.NOT_RUN) >= 5
 
 
 def test_drafts_refuse_a_missing_number():
@@ -183,20 +173,47 @@ def test_a_stale_or_mismatched_check_json_is_refused_before_anything_is_written(
     path.write_text(text)
     vae = checkout / "src" / "diffusers" / "models" / "autoencoders" / "vae.py"
     before = vae.read_bytes()
-    assert upstream_pr.main([str(checkout), "--check-json", str(path)]) == 2
+    exactness = tmp_path / "exact-vs-simple.json"
+    exactness.write_text(json.dumps(EXACTNESS))
+    assert upstream_pr.main([str(checkout), "--check-json", str(path), "--exactness-json", str(exactness)]) == 2
     assert message in capsys.readouterr().err
     assert vae.read_bytes() == before
 
 
-def test_a_malformed_gpu_or_launches_json_is_refused_before_anything_is_written(tmp_path, capsys):
+def required_json(tmp_path: Path) -> list[str]:
+    """The --check-json and --exactness-json arguments, with valid files in `tmp_path`."""
+    check, exactness = tmp_path / "check.json", tmp_path / "exact-vs-simple.json"
+    check.write_text(CHECK.to_json())
+    exactness.write_text(json.dumps(EXACTNESS))
+    return ["--check-json", str(check), "--exactness-json", str(exactness)]
+
+
+def test_a_malformed_gpu_or_exactness_json_is_refused_before_anything_is_written(tmp_path, capsys):
     checkout = make_checkout(tmp_path / "diffusers")
     vae = checkout / "src" / "diffusers" / "models" / "autoencoders" / "vae.py"
     before = vae.read_bytes()
-    for flag, content in (("--gpu-json", {"device": "cuda"}), ("--launches-json", [1, 2])):
+    for flag, content in (("--gpu-json", {"device": "cuda"}), ("--exactness-json", [1, 2])):
         path = tmp_path / "bad.json"
         path.write_text(json.dumps(content))
-        assert upstream_pr.main([str(checkout), flag, str(path)]) == 2
+        arguments = [*required_json(tmp_path), flag, str(path)]
+        assert upstream_pr.main([str(checkout), *arguments]) == 2
         assert f"upstream-pr: error: {flag} {path} is not a JSON file of the expected form" in capsys.readouterr().err
+    assert vae.read_bytes() == before
+
+
+@pytest.mark.parametrize("missing", ["--check-json", "--exactness-json"])
+def test_drafts_without_a_check_or_exactness_run_are_refused(tmp_path, capsys, missing):
+    """Without the JSON of `make upstream-check` or `make exact-vs-simple`: one line naming the command, exit 2, and
+    nothing written."""
+    checkout = make_checkout(tmp_path / "diffusers")
+    vae = checkout / "src" / "diffusers" / "models" / "autoencoders" / "vae.py"
+    before = vae.read_bytes()
+    arguments = required_json(tmp_path)
+    position = arguments.index(missing)
+    del arguments[position : position + 2]
+    assert upstream_pr.main([str(checkout), *arguments]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and upstream_pr.REQUIRED_JSON[missing] in err and missing in err
     assert vae.read_bytes() == before
 
 
@@ -214,9 +231,7 @@ def installed_checkout(tmp_path_factory) -> Path:
 
 
 def test_main_rewrites_and_prints_both_drafts(installed_checkout, tmp_path, capsys):
-    check = tmp_path / "check.json"
-    check.write_text(CHECK.to_json())
-    assert upstream_pr.main([str(installed_checkout), "--check-json", str(check)]) == 0
+    assert upstream_pr.main([str(installed_checkout), *required_json(tmp_path), "--issue", "123"]) == 0
     out = capsys.readouterr().out
     summary, rest = out.split("---- DRAFT 1: the coordination issue")
     issue, description = rest.split("---- DRAFT 2: the pull request description")
@@ -225,11 +240,13 @@ def test_main_rewrites_and_prints_both_drafts(installed_checkout, tmp_path, caps
     assert f"This PR replaces the {methods} loops" in description
     assert f"diffusers\n{diffusers.__version__}" in description or f"diffusers {diffusers.__version__}" in description
     assert "`ruff format --check` on the touched files: clean" in description
-    assert upstream_check.table(CHECK) in description and "$" not in description
+    assert upstream_check.table(CHECK) in description and not re.search(r"\$(?!\()", description)
     # Both layouts were planned on the pristine checkout: their diff sizes differ and both are printed.
     copies, inherit = re.findall(r"\(\+(\d+) -(\d+) lines, tests included\)", issue)
     assert copies != inherit and int(copies[0]) > int(inherit[0])
     assert out.rstrip().endswith("before submitting. ----")
+    # The benchmark script the description names is printed after it, whole.
+    assert upstream_pr.BENCHMARK_SCRIPT.read_text() in out.split("save it as benchmark_tiled_vae.py ----")[1]
     # The check JSON tested class `X` only: every rewritten class is named as without a tiled-forward test.
     untested = re.search(
         r"Rewritten classes without a test file, so without a test class of their own: ([^.]*)\.", out
@@ -238,7 +255,7 @@ def test_main_rewrites_and_prints_both_drafts(installed_checkout, tmp_path, caps
 
 
 def test_main_refuses_a_tree_that_is_not_diffusers(tmp_path, capsys):
-    assert upstream_pr.main([str(tmp_path)]) == 2
+    assert upstream_pr.main([str(tmp_path / "tree"), *required_json(tmp_path)]) == 2
     assert "is not a diffusers checkout" in capsys.readouterr().err
 
 
@@ -254,7 +271,7 @@ def test_main_checks_copies_and_fixes_none(tmp_path, capsys):
         "        pass\n"
     )
     drifted.write_text(text)
-    assert upstream_pr.main([str(root)]) == 1
+    assert upstream_pr.main([str(root), *required_json(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert f"{drifted}:2: copy differs from diffusers.models.autoencoders.vae.AutoencoderMixin.disable_tiling" in out
     assert "---- PR description ----" not in out
@@ -276,4 +293,3 @@ def test_untested_classes_name_the_tested_classes_whose_tiled_forward_reaches_no
     text = upstream_pr.untested_classes(rewrite, dataclasses.replace(CHECK, added=added))
     assert "without a test file, so without a test class of their own: `AutoencoderKLHunyuanVideo15`." in text
     assert "no tiled pass of their test inputs calls, so not checked: `LTX2VideoDiffusionDecoderModel`." in text
-    assert upstream_pr.untested_classes(rewrite, None) == ""

@@ -1,17 +1,18 @@
 """Produce the upstream pull request in a diffusers checkout: the rewrite, its checks, and the drafts a person submits.
 
-    python utils/upstream_pr.py DIFFUSERS_CHECKOUT [--inherit] [--check-json FILE] [--gpu-json FILE]
-                                [--launches-json FILE]
+    python utils/upstream_pr.py DIFFUSERS_CHECKOUT --check-json FILE --exactness-json FILE [--inherit]
+                                [--gpu-json FILE] [--issue N]
 
 Plans both layouts on the checkout as it is (run it on a pristine one: the diff sizes are counted against it), writes
 the chosen one (`tileblend rewrite`, or `tileblend rewrite --inherit`), runs `tileblend.upstream.copies` in check mode
 and `ruff check` / `ruff format --check` (with the checkout's own pyproject.toml) on the touched files, then prints two
-drafts from docs/upstream-pr.md with this run's numbers filled in: the coordination issue to open first, and the pull
-request description. With --check-json (written by `make upstream-check` for the same layout) the description gets
-that run's table and test counts; with --gpu-json (`out/gpu-check/summary.json`, written by `make gpu-check` on a CUDA
-machine) it gets the GPU run's table; with --launches-json (`tileblend bench launches --json`) its performance
-section gets the launch-cost estimate, labelled as one. Without them those sections say what has not been run yet.
-Exits non-zero when a step fails. The templates are read from this repository's docs/, so it runs from a clone (an
+drafts from docs/upstream-pr.md with this run's numbers filled in: the coordination issue to open first and, with
+--issue (its number, once a maintainer has acknowledged it), the pull request description and the benchmark script it
+asks maintainers to rerun (`tileblend/upstream/tiled_vae_benchmark.py`). --check-json (written by `make upstream-check`
+for the same layout) gives the check's table and test counts, --exactness-json (`make exact-vs-simple`) the exact vs
+simple blend table of the coordination issue; without either it refuses before writing anything. --gpu-json
+(`out/gpu-check/summary.json`, written by `make gpu-check` on a CUDA machine) gives the GPU section. Exits non-zero
+when a step fails. The templates are read from this repository's docs/, so it runs from a clone (an
 editable install), as the Makefile does.
 
 The rewrite owns the text of its copies (it writes the source and every copy from one source in one step), so the
@@ -39,13 +40,15 @@ from .test_text import TEST_CLASS_SUFFIX
 
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "upstream-pr.md"
-NOT_RUN = "(not run yet: pass --check-json from `make upstream-check`)"
+BENCHMARK_SCRIPT = Path(__file__).with_name("tiled_vae_benchmark.py")
 GPU_NOT_RUN = (
-    "Not measured yet: no GPU run is attached. The CUDA-graph tests skip without CUDA, and the speed on GPUs (where "
-    "each eager op costs a kernel launch) has not been measured for this PR."
+    "No GPU run is attached: the CUDA-graph tests skip without CUDA, and the speed on GPUs (where each eager op costs "
+    "a kernel launch) has not been measured for this PR."
 )
 
-CUDA_NOT_RUN = "not run on CUDA yet"
+CUDA_NOT_RUN = "untested on CUDA"
+# The JSON files the drafts need, and the command that writes each.
+REQUIRED_JSON = {"--check-json": "make upstream-check", "--exactness-json": "make exact-vs-simple"}
 
 
 def template(name: str) -> string.Template:
@@ -106,36 +109,32 @@ def rewrite_numbers(rewrite: TreeRewrite, sizes: dict[bool, tuple[int, int]], in
     }
 
 
-def check_numbers(check: CheckResult | None, inherit: bool) -> dict:
+def check_numbers(check: CheckResult, inherit: bool) -> dict:
     """The placeholders `make upstream-check`'s result fills: its table, the added tests and their classes, and the
     sentences of evidence the drafts state from it.
 
-    Raises ValueError for a result of the other layout.
+    Raises ValueError for a result of the other layout, or without the broken-blend run.
     """
-    if check is None:
-        keys = ("check_table", "tested_classes", "tested_class_count", "added_passed", "added_skipped")
-        keys += ("added_seconds", "test_command", "regressions", "check_evidence", "broken_result", "added_files")
-        return dict.fromkeys(keys, NOT_RUN)
+    if check.broken is None:
+        raise ValueError("the check JSON has no broken-blend run: rerun `make upstream-check`")
     if check.inherit != inherit:
         layout = "--inherit" if check.inherit else "default"
         raise ValueError(f"the check JSON is of the {layout} layout: rerun `make upstream-check` for this one")
     added = list(check.added.values())
     passed, skipped, classes = added.count("passed"), added.count("skipped"), len(check.added_classes)
     clean = all(results["rewritten"] for results in (check.copies, check.ruff_check, check.ruff_format))
-    broken = list(check.broken.outcomes.values()) if check.broken else []
+    broken = list(check.broken.outcomes.values())
     broken_result = (
         f"With the blend broken in every copy (one row fewer blended), {broken.count('failed')} of the "
         f"{len(broken)} added CPU tests fail."
-        if broken
-        else "The check with a broken blend was not run."
     )
     evidence = (
         f"On a copy of main rewritten in the {'inherit' if inherit else 'copies'} layout, upstream's "
         f"`check_copies.py`, `ruff check` and `ruff format --check` are {'clean' if clean else 'NOT clean'}, "
         f"`{check.test_command}` shows {len(check.regressions)} regressions against the untouched copy, and "
-        f"new tests (one tester mixin composed with {classes} existing model configs) check every blend method "
-        f"and each model's tiled forward against the loop at zero tolerance: {passed} pass on a CPU, {skipped} "
-        f"(CUDA-graph) skip without CUDA. {broken_result}"
+        f"new tests (one tester mixin composed with {classes} existing model configs) call each model's own blend "
+        f"methods on the tiles its tiled encode and decode blend, against the loop at zero tolerance: {passed} pass "
+        f"on a CPU, {skipped} (CUDA-graph) skip without CUDA. {broken_result}"
     )
     return {
         "check_table": table(check),
@@ -169,40 +168,17 @@ def gpu_numbers(summary: dict | None) -> dict:
     return {"gpu_results": "\n".join(lines), "gpu_status": status, "cuda_exactness": exactness}
 
 
-def performance_numbers(launches: dict | None) -> dict:
-    """The performance section of the PR: the launch-cost estimate of `tileblend bench launches --json` (per decode:
-    blend calls, aten ops and host time of the loops and of this PR), labelled as the estimate it is."""
-    if launches is None:
-        return {"performance": ""}
-    lines = [
-        "## Performance",
-        "",
-        f"Estimate, not a GPU timing: the host time to dispatch the blends' aten ops, measured on a CPU "
-        f"({launches['machine']['processor']}, one thread, {launches['dtype']}, tiles one element wide so that compute "
-        "is negligible; blend calls and extents from each model's own tiling of a real-size decode). On a GPU each op "
-        "is also a kernel launch; where the decode is launch-bound (the GPU waits on the host) this host time adds to "
-        "its wall time, otherwise it overlaps GPU work.",
-        "",
-        "| decode | blend calls | aten ops, loops | aten ops, this PR | host ms, loops | host ms, this PR |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for result in launches["results"]:
-        totals = result["totals"]
-        clip = f"{result['frames']} frames of " if result["frames"] else ""
-        lines.append(
-            f"| {result['vae']}, {clip}{result['size'][0]}x{result['size'][1]} | {totals['calls']} | "
-            f"{totals['loop_ops']} | {totals['tileblend_ops']} | {totals['loop_ms']:.1f} | {totals['tileblend_ms']:.2f} |"
-        )
-    lines += ["", f"Measured with tileblend (<link to the tileblend repository>): `{launches['command']}`."]
-    return {"performance": "\n".join(lines) + "\n\n"}
+def exactness_numbers(exactness: dict) -> dict:
+    """The exact vs simple blend table of the coordination issue, from `make exact-vs-simple`'s JSON."""
+    from .simple_blend import table as exactness_table
+
+    return {"exactness_table": exactness_table(exactness["results"]), "exactness_command": exactness["command"]}
 
 
-def untested_classes(rewrite: TreeRewrite, check: CheckResult | None) -> str:
+def untested_classes(rewrite: TreeRewrite, check: CheckResult) -> str:
     """The sentences naming the rewritten classes without a test class of their own (no upstream test file), and the
-    tested classes whose tiled forward does not reach their `blend_t` (`TilingBlendCase.methods`), and why both are
-    still covered; empty without a check run."""
-    if check is None:
-        return ""
+    tested classes whose `blend_t` no tiled pass of their test inputs calls (`TilingBlendCase.methods`), and why both
+    are still covered."""
     methods = [method for plan in rewrite.files for method in plan.vectorized]
     tested = {name.removeprefix("Test").removesuffix(TEST_CLASS_SUFFIX) for name in check.added_classes}
     untested = sorted({method.cls for method in methods} - tested)
@@ -230,20 +206,26 @@ def read_json(path: Path | None) -> dict | None:
     return json.loads(path.read_text(encoding="utf-8")) if path else None
 
 
-def read_check(path: Path | None) -> CheckResult | None:
-    """The `CheckResult` of `make upstream-check` in the file at `path`, or None without a path."""
-    return CheckResult.from_json(path.read_text(encoding="utf-8")) if path else None
+def read_check(path: Path) -> CheckResult:
+    """The `CheckResult` of `make upstream-check` in the file at `path`."""
+    return CheckResult.from_json(path.read_text(encoding="utf-8"))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkout", type=Path, help="the pristine diffusers checkout to rewrite (in place)")
     parser.add_argument("--inherit", action="store_true", help="write the `tileblend rewrite --inherit` layout")
-    parser.add_argument("--check-json", type=Path, help="the JSON written by `utils/upstream_check.py --json`")
+    parser.add_argument("--check-json", type=Path, help="the JSON written by `make upstream-check`")
+    parser.add_argument("--exactness-json", type=Path, help="the JSON written by `make exact-vs-simple`")
     parser.add_argument("--gpu-json", type=Path, help="out/gpu-check/summary.json of `make gpu-check` on CUDA")
-    parser.add_argument("--launches-json", type=Path, help="the JSON of `tileblend bench launches --json`")
+    parser.add_argument("--issue", type=int, help="the coordination issue's number: also print the PR description")
     args = parser.parse_args(argv)
-    # Every JSON file is read before anything is written: a stale or malformed one stops the run here.
+    # Every JSON file is read before anything is written: a missing, stale or malformed one stops the run here.
+    for flag, command in REQUIRED_JSON.items():
+        path = getattr(args, flag.removeprefix("--").replace("-", "_"))
+        if path is None or not path.is_file():
+            print(f"upstream-pr: error: {flag} {path or ''}: no such file; `{command}` writes it", file=sys.stderr)
+            return 2
     try:
         check = read_check(args.check_json)
         filled = check_numbers(check, args.inherit)
@@ -252,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for flag, path, numbers in (
         ("--gpu-json", args.gpu_json, gpu_numbers),
-        ("--launches-json", args.launches_json, performance_numbers),
+        ("--exactness-json", args.exactness_json, exactness_numbers),
     ):
         try:
             filled |= numbers(read_json(path))
@@ -279,16 +261,24 @@ def main(argv: list[str] | None = None) -> int:
     sizes = {inherit: diff_size(plan) for inherit, plan in plans.items()}
     numbers = rewrite_numbers(rewrite, sizes, args.inherit, clean) | filled
     numbers["untested_classes"] = untested_classes(rewrite, check)
+    numbers["issue"] = args.issue
     print(f"\nruff check / ruff format --check on {len(touched)} touched files: {numbers['ruff']}")
     print("\n---- DRAFT 1: the coordination issue (open it first; wait for a maintainer's acknowledgment) ----\n")
     print(template("coordination-issue").substitute(numbers))
-    print("---- DRAFT 2: the pull request description (after the acknowledgment) ----\n")
-    print(template("pr-description").substitute(numbers))
+    if args.issue is None:
+        print(
+            "---- The PR description and its benchmark script follow with --issue N (ISSUE=N), N the issue's number. ----"
+        )
+    else:
+        print("---- DRAFT 2: the pull request description (after the acknowledgment) ----\n")
+        print(template("pr-description").substitute(numbers))
+        print("---- The benchmark script the description names: save it as benchmark_tiled_vae.py ----\n")
+        print(BENCHMARK_SCRIPT.read_text(encoding="utf-8"))
     print(
         "---- These are drafts. Read every sentence, rerun what they report, and change or delete anything you cannot "
         "answer for before submitting. ----"
     )
-    return 0 if clean and (check is None or check.ok) else 1
+    return 0 if clean and check.ok else 1
 
 
 if __name__ == "__main__":
