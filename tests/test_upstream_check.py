@@ -106,7 +106,7 @@ def test_upstream_check_on_the_snapshot(checkout, tmp_path, inherit):
     # Run again alone for their wall time (the two runs above share the cores), with the same outcomes.
     assert result.added_alone.outcomes == result.added
 
-    # With the vectorized blend broken in the rewritten copy, every added CPU test fails.
+    # With the vectorized blend broken in the rewritten copy, every added row-loop comparison fails.
     assert result.broken is not None
     assert len(result.broken.outcomes) == 13
     assert result.broken_ok, {k: v for k, v in result.broken.outcomes.items() if v != "failed"}

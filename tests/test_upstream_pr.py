@@ -99,7 +99,7 @@ def test_drafts_are_filled_from_the_check_run():
     assert "+30 -10 lines, tests included" in description and "+12 -20 lines" in description
     assert "1 passed, 1 skipped (the CUDA-graph cases, without CUDA), 61 s when run\nalone" in description
     # The evidence sentences come from the run: the broken-blend result, and the issue's summary of the check.
-    broken = "With the blend broken in every copy (one row fewer blended), 1 of the 1 added CPU tests fail."
+    broken = "With the blend broken in every copy (one row fewer blended), 1 of the 1 added row-loop comparisons fail."
     assert broken in description and broken in issue
     assert "`check_copies.py`, `ruff check` and `ruff format --check` are clean" in issue
     assert "shows 0 regressions against the untouched copy" in issue and "composed with 1 existing model" in issue

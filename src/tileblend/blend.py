@@ -32,12 +32,16 @@ import torch
 
 
 def blend_v(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor:
-    """Blend the last `blend_extent` rows of `a` into the first rows of `b`, in place; returns `b`."""
+    """
+    Blends the last `blend_extent` rows of `a` into the first rows of `b`: with `n` the extent clipped to both
+    tiles, row `y` of `b` becomes `a`'s row `y - n` times `1 - y / n` plus its own times `y / n`. `b` is modified
+    in place and returned; the result is bit for bit that of computing each row with those Python floats.
+    """
     blend_extent = min(a.shape[-2], b.shape[-2], blend_extent)
     if blend_extent <= 0:
         return b
     # Rounds as scaling row y by the Python floats 1 - y / n and y / n: weights in the opmath dtype (float32
-    # (n - y) / n equals float32(1 - y / n) for every n up to 4096, checked), each product rounded to b's dtype
+    # (n - y) / n equals float32(1 - y / n) for every n up to 4096), each product rounded to b's dtype
     # before the add. `n` is a tensor: CUDA divides by a Python scalar via its reciprocal (BinaryDivTrueKernel.cu).
     weight_dtype = torch.float64 if b.dtype == torch.float64 else torch.float32
     y = torch.arange(blend_extent, dtype=weight_dtype, device=b.device).view(-1, 1)
@@ -50,12 +54,17 @@ def blend_v(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor
 
 
 def blend_h(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor:
-    """Blend the last `blend_extent` columns of `a` into the first columns of `b`, in place; returns `b`."""
+    """
+    Blends the last `blend_extent` columns of `a` into the first columns of `b`: with `n` the extent clipped to
+    both tiles, column `x` of `b` becomes `a`'s column `x - n` times `1 - x / n` plus its own times `x / n`. `b` is
+    modified in place and returned; the result is bit for bit that of computing each column with those Python
+    floats.
+    """
     blend_extent = min(a.shape[-1], b.shape[-1], blend_extent)
     if blend_extent <= 0:
         return b
-    # Rounds as scaling row x by the Python floats 1 - x / n and x / n: weights in the opmath dtype (float32
-    # (n - x) / n equals float32(1 - x / n) for every n up to 4096, checked), each product rounded to b's dtype
+    # Rounds as scaling column x by the Python floats 1 - x / n and x / n: weights in the opmath dtype (float32
+    # (n - x) / n equals float32(1 - x / n) for every n up to 4096), each product rounded to b's dtype
     # before the add. `n` is a tensor: CUDA divides by a Python scalar via its reciprocal (BinaryDivTrueKernel.cu).
     weight_dtype = torch.float64 if b.dtype == torch.float64 else torch.float32
     x = torch.arange(blend_extent, dtype=weight_dtype, device=b.device)
@@ -68,12 +77,17 @@ def blend_h(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor
 
 
 def blend_t(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor:
-    """Blend the last `blend_extent` frames of `a` into the first frames of `b`, in place; returns `b`."""
+    """
+    Blends the last `blend_extent` frames of `a` into the first frames of `b`: with `n` the extent clipped to both
+    tiles, frame `x` of `b` becomes `a`'s frame `x - n` times `1 - x / n` plus its own times `x / n`. `b` is
+    modified in place and returned; the result is bit for bit that of computing each frame with those Python
+    floats.
+    """
     blend_extent = min(a.shape[-3], b.shape[-3], blend_extent)
     if blend_extent <= 0:
         return b
-    # Rounds as scaling row x by the Python floats 1 - x / n and x / n: weights in the opmath dtype (float32
-    # (n - x) / n equals float32(1 - x / n) for every n up to 4096, checked), each product rounded to b's dtype
+    # Rounds as scaling frame x by the Python floats 1 - x / n and x / n: weights in the opmath dtype (float32
+    # (n - x) / n equals float32(1 - x / n) for every n up to 4096), each product rounded to b's dtype
     # before the add. `n` is a tensor: CUDA divides by a Python scalar via its reciprocal (BinaryDivTrueKernel.cu).
     weight_dtype = torch.float64 if b.dtype == torch.float64 else torch.float32
     x = torch.arange(blend_extent, dtype=weight_dtype, device=b.device).view(-1, 1, 1)

@@ -126,7 +126,7 @@ def check_numbers(check: CheckResult, inherit: bool) -> dict:
     broken = list(check.broken.outcomes.values())
     broken_result = (
         f"With the blend broken in every copy (one row fewer blended), {broken.count('failed')} of the "
-        f"{len(broken)} added CPU tests fail."
+        f"{len(broken)} added row-loop comparisons fail."
     )
     evidence = (
         f"On a copy of main rewritten in the {'inherit' if inherit else 'copies'} layout, upstream's "

@@ -157,8 +157,19 @@ def get_tiling_blend_shapes(self, model):
         inputs=_sample("(1, 3, 17, 24, 24)"),
         init='return {**super().get_init_dict(), "spatial_compression_ratio": 8, "temporal_compression_ratio": 8}',
         reason="The tiny config's blocks downsample 8x in space and in time, but its ratios default to the full "
-        "model's, by which the tiled passes size their tiles.",
+        "model's, by which the tiled passes size their tiles (`test_tiny_config_downsamples_8x`).",
         methods=_WITH_FRAMES,
+        overrides=(
+            """\
+def test_tiny_config_downsamples_8x(self):
+    model = self.model_class(**super().get_init_dict())
+    sample = self.get_tiling_inputs()["sample"]
+    with torch.no_grad():
+        latents = model.encode(sample).latent_dist.mode()
+    ratios = (sample.shape[2] - 1) // (latents.shape[2] - 1), sample.shape[-1] // latents.shape[-1]
+    assert ratios == (8, 8) != (model.temporal_compression_ratio, model.spatial_compression_ratio)
+""",
+        ),
     ),
     "AutoencoderKLMagvit": TilingBlendCase(
         _spatial(32, 16),
