@@ -79,8 +79,8 @@ endif
 # The upstream pull request: rewrite the pristine diffusers checkout DIFFUSERS=path (INHERIT=1: the --inherit layout),
 # check its copies (tileblend.upstream.copies), run ruff on the touched files, and print the drafts of the coordination
 # issue and, with ISSUE=N (its number), of the PR description and its benchmark script (docs/upstream-pr.md). It needs
-# the JSON of `make upstream-check` and of `make exact-vs-simple`; a `make gpu-check` on CUDA (out/gpu-check/summary.json)
-# adds the GPU section.
+# the JSON of `make upstream-check` and of `make exact-vs-simple`, and for the PR description that of a `make gpu-check`
+# on CUDA (out/gpu-check/summary.json).
 upstream-pr: install
 	@test -n "$(DIFFUSERS)" || { echo "usage: make upstream-pr DIFFUSERS=path/to/diffusers-checkout [INHERIT=1] [ISSUE=N]"; exit 2; }
 	$(BIN)/python utils/upstream_pr.py $(DIFFUSERS) $(if $(INHERIT),--inherit) $(if $(ISSUE),--issue $(ISSUE)) \

@@ -106,10 +106,12 @@ def test_upstream_check_on_the_snapshot(checkout, tmp_path, inherit):
     # Run again alone for their wall time (the two runs above share the cores), with the same outcomes.
     assert result.added_alone.outcomes == result.added
 
-    # With the vectorized blend broken in the rewritten copy, every added row-loop comparison fails.
-    assert result.broken is not None
-    assert len(result.broken.outcomes) == 13
-    assert result.broken_ok, {k: v for k, v in result.broken.outcomes.items() if v != "failed"}
+    # With each bug made in the vectorized blend of a copy (the simple form's weights among them), every added
+    # row-loop comparison fails.
+    assert list(result.broken) == list(upstream_check.MUTATIONS)
+    for name, run in result.broken.items():
+        assert len(run.outcomes) == 13 and run.count("failed") == 13, (name, run.outcomes)
+    assert result.broken_ok
 
 
 def test_added_tests_patch_nothing():

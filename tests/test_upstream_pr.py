@@ -33,7 +33,7 @@ CHECK = upstream_check.CheckResult(
     tests={"pristine": upstream_check.TestRun(), "rewritten": upstream_check.TestRun()},
     added={ADDED_TEST: "passed", "a::TestXTilingBlend::test_tiling_blends_cuda_graph": "skipped"},
     added_alone=upstream_check.TestRun(seconds=61.4),
-    broken=upstream_check.TestRun(outcomes={ADDED_TEST: "failed"}),
+    broken={"one row fewer blended": upstream_check.TestRun(outcomes={ADDED_TEST: "failed"})},
 )
 REWRITE = {
     "diffusers_version": "9.9.9",
@@ -91,7 +91,6 @@ def test_drafts_are_filled_from_the_check_run():
     issue, description = drafts(filled())
     for text in (issue, description):
         assert not re.search(r"\$(?!\()", text)  # every placeholder filled; `$(...)` is shell
-        assert "Read and approve every sentence" in text or "read and approve every sentence" in text
     assert description.startswith("# Vectorize blend_v/blend_h/blend_t in autoencoders\n")
     assert upstream_check.table(CHECK) in description
     assert "This PR replaces the 7 loops\n(3 `blend_v`, 3 `blend_h`, 1 `blend_t` in 3 files" in description
@@ -99,7 +98,7 @@ def test_drafts_are_filled_from_the_check_run():
     assert "+30 -10 lines, tests included" in description and "+12 -20 lines" in description
     assert "1 passed, 1 skipped (the CUDA-graph cases, without CUDA), 61 s when run\nalone" in description
     # The evidence sentences come from the run: the broken-blend result, and the issue's summary of the check.
-    broken = "With the blend broken in every copy (one row fewer blended), 1 of the 1 added row-loop comparisons fail."
+    broken = "the added row-loop comparisons fail (one row fewer blended: 1 of 1 fail)."
     assert broken in description and broken in issue
     assert "`check_copies.py`, `ruff check` and `ruff format --check` are clean" in issue
     assert "shows 0 regressions against the untouched copy" in issue and "composed with 1 existing model" in issue
@@ -160,7 +159,10 @@ def test_the_check_result_reads_back_from_its_json():
         (CHECK.to_json().replace('"inherit": false', '"inherit": true'), "the check JSON is of the --inherit layout"),
         (json.dumps([without("table")]), "is not one `make upstream-check` writes"),
         (json.dumps(without("added") | {"added": ["a::b"]}), "is not one `make upstream-check` writes (added is"),
-        (json.dumps(without("broken") | {"broken": {"outcome": {}}}), "is not one `make upstream-check` writes"),
+        (
+            json.dumps(without("broken") | {"broken": {"x": {"outcome": {}}}}),
+            "is not one `make upstream-check` writes",
+        ),
         (CHECK.to_json()[:-10], "is not one `make upstream-check` writes"),
     ],
     ids=["stale", "other-layout", "a-list", "added-a-list", "broken-run-key", "truncated"],
@@ -201,6 +203,16 @@ def test_a_malformed_gpu_or_exactness_json_is_refused_before_anything_is_written
     assert vae.read_bytes() == before
 
 
+def test_the_pr_description_needs_a_gpu_run(tmp_path, capsys):
+    checkout = make_checkout(tmp_path / "diffusers")
+    vae = checkout / "src" / "diffusers" / "models" / "autoencoders" / "vae.py"
+    before = vae.read_bytes()
+    assert upstream_pr.main([str(checkout), *required_json(tmp_path), "--issue", "123"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs a GPU run: `make gpu-check`" in err
+    assert vae.read_bytes() == before
+
+
 @pytest.mark.parametrize("missing", ["--check-json", "--exactness-json"])
 def test_drafts_without_a_check_or_exactness_run_are_refused(tmp_path, capsys, missing):
     """Without the JSON of `make upstream-check` or `make exact-vs-simple`: one line naming the command, exit 2, and
@@ -231,7 +243,10 @@ def installed_checkout(tmp_path_factory) -> Path:
 
 
 def test_main_rewrites_and_prints_both_drafts(installed_checkout, tmp_path, capsys):
-    assert upstream_pr.main([str(installed_checkout), *required_json(tmp_path), "--issue", "123"]) == 0
+    gpu = tmp_path / "gpu.json"
+    gpu.write_text(json.dumps(GPU))
+    arguments = [*required_json(tmp_path), "--issue", "123", "--gpu-json", str(gpu)]
+    assert upstream_pr.main([str(installed_checkout), *arguments]) == 0
     out = capsys.readouterr().out
     summary, rest = out.split("---- DRAFT 1: the coordination issue")
     issue, description = rest.split("---- DRAFT 2: the pull request description")
@@ -281,14 +296,14 @@ def test_main_checks_copies_and_fixes_none(tmp_path, capsys):
 def test_untested_classes_name_the_tested_classes_whose_tiled_forward_reaches_no_blend_t():
     """A class with a test class but no frame tiling in its case (`TilingBlendCase.methods`) is named for its
     `blend_t`; one whose case blends frames is not, and a class without a test class is named as such."""
-    methods = [("LTX2VideoDiffusionDecoderModel", "blend_t"), ("AutoencoderKLLTXVideo", "blend_t")]
+    methods = [("LTX2VideoDiffusionDecoderModel", "blend_t"), ("AutoencoderKLHunyuanVideo", "blend_t")]
     methods += [("AutoencoderKLHunyuanVideo15", "blend_t")]
     plan = FileRewrite(path=Path("m.py"), kind=FileKind.MODULE, old="", new="")
     plan.rewritten = [MethodId(cls, method) for cls, method in methods]
     rewrite = TreeRewrite(Path("diffusers"), None, "9.9.9", [plan])
     added = {
         f"a::Test{cls}TilingBlend::test_x": "passed"
-        for cls in ("LTX2VideoDiffusionDecoderModel", "AutoencoderKLLTXVideo")
+        for cls in ("LTX2VideoDiffusionDecoderModel", "AutoencoderKLHunyuanVideo")
     }
     text = upstream_pr.untested_classes(rewrite, dataclasses.replace(CHECK, added=added))
     assert "without a test file, so without a test class of their own: `AutoencoderKLHunyuanVideo15`." in text

@@ -10,12 +10,13 @@ touches, and upstream's `tests/models/autoencoders` (only `-k "tiling or slicing
 -k; the two runs go in parallel, so their wall times are not reported), then the added tests alone on the rewritten
 copy, timed. It prints one table: each check on pristine and rewritten, then the test ids that pass on pristine but not
 on rewritten (regressions), the added tests, and the collection errors of both copies (a missing optional dependency,
-reported and not fatal when both copies have it). With --broken-blend it then breaks the vectorized blend in the
-rewritten copy (`AutoencoderMixin.blend_v/h/t` and every copy of them blend one row fewer) and runs the added row-loop
-comparisons again: every one of them must fail.
+reported and not fatal when both copies have it). With --broken-blend it then makes each bug of `MUTATIONS` in the
+vectorized blend (`AutoencoderMixin.blend_v/h/t` and every copy of them) of its own copy of the rewritten tree, among
+them the simple form's weights in the tile's dtype, and runs the added row-loop comparisons on each: every one of them
+must fail with every bug.
 
-Exit status: 0 when the rewritten copy is clean, regresses nothing and (with --broken-blend) the added tests fail
-on the broken blend; 1 otherwise; 2 on a usage error (DIFFUSERS is not a diffusers checkout or a readable tarball of
+Exit status: 0 when the rewritten copy is clean, regresses nothing and (with --broken-blend) the added row-loop
+comparisons fail with every bug; 1 otherwise; 2 on a usage error (DIFFUSERS is not a diffusers checkout or a readable tarball of
 one with a single top-level folder, --work is not new, the rewrite cannot run there).
 """
 
@@ -42,8 +43,27 @@ from .test_text import TEST_CLASS_SUFFIX
 
 
 SELECTION = "tiling or slicing or blend"
-# The first line of the vectorized blend methods (the loops index shapes from the front: `a.shape[2]`).
-BLEND_CLAMP = re.compile(r"min\(a\.shape\[(-[123])\], b\.shape\[\1\], blend_extent\)")
+# The bugs the added row-loop comparisons must catch, each made in the vectorized blend methods of a copy of the
+# rewritten tree (the mixin's and every copy; the loops index shapes from the front, `a.shape[2]`, and are not hit):
+# name -> (pattern, replacement).
+MUTATIONS = {
+    "one row fewer blended": (
+        re.compile(r"min\(a\.shape\[(-[123])\], b\.shape\[\1\], blend_extent\)"),
+        r"min(a.shape[\1], b.shape[\1], blend_extent - 1)",
+    ),
+    "weights in the tile's dtype (the simple form)": (
+        re.compile(r"weight_dtype = torch\.float64 if b\.dtype == torch\.float64 else torch\.float32"),
+        "weight_dtype = b.dtype",
+    ),
+    "float32 weights for float64 tiles": (
+        re.compile(r"weight_dtype = torch\.float64 if b\.dtype == torch\.float64 else torch\.float32"),
+        "weight_dtype = torch.float32",
+    ),
+    "float32 `1 - y / n`": (
+        re.compile(r"weight_a = 1 - weight_b if weight_dtype == torch\.float64 else \(n - [xy]\) / n"),
+        "weight_a = 1 - weight_b",
+    ),
+}
 
 
 @dataclass
@@ -72,7 +92,7 @@ class CheckResult:
     regressions: list[str] = field(default_factory=list)
     added: dict[str, str] = field(default_factory=dict)  # added test id -> outcome on rewritten
     added_alone: TestRun | None = None  # the added tests run again alone on the rewritten copy, timed
-    broken: TestRun | None = None
+    broken: dict[str, TestRun] = field(default_factory=dict)  # mutation (MUTATIONS) -> the row-loop comparisons
     rewrite_report: str = ""
 
     @property
@@ -87,10 +107,11 @@ class CheckResult:
 
     @property
     def broken_ok(self) -> bool | None:
-        """Whether every added test run on the broken blend failed (None when that check did not run)."""
-        if self.broken is None:
+        """Whether every added row-loop comparison failed with each bug of `MUTATIONS` (None when not run)."""
+        if not self.broken:
             return None
-        return bool(self.broken.outcomes) and all(value == "failed" for value in self.broken.outcomes.values())
+        runs = self.broken.values()
+        return all(run.outcomes and all(value == "failed" for value in run.outcomes.values()) for run in runs)
 
     @property
     def ok(self) -> bool:
@@ -114,8 +135,8 @@ class CheckResult:
             data = json.loads(text)
             values = {entry.name: data[entry.name] for entry in fields(cls)}
             values["tests"] = {name: TestRun(**run) for name, run in values["tests"].items()}
-            for name in ("added_alone", "broken"):
-                values[name] = None if values[name] is None else TestRun(**values[name])
+            values["added_alone"] = None if values["added_alone"] is None else TestRun(**values["added_alone"])
+            values["broken"] = {name: TestRun(**run) for name, run in values["broken"].items()}
         except KeyError as error:
             raise ValueError(f"the check JSON has no {error}: rerun `make upstream-check`") from error
         except (json.JSONDecodeError, AttributeError, TypeError) as error:
@@ -230,19 +251,17 @@ def run_tests(
     return runs
 
 
-def break_blend(root: Path) -> int:
-    """Make the rewritten copy's vectorized blends (the mixin's methods and every copy) blend one row fewer than
-    asked, so that every blend differs; returns how many methods were broken."""
-    broken = 0
+def mutate(root: Path, pattern: re.Pattern, replacement: str) -> int:
+    """Make a bug of `MUTATIONS` in the vectorized blend methods of the tree at `root`; returns how many it changed."""
+    changed = 0
     for module in sorted((root / "src" / "diffusers" / "models" / "autoencoders").glob("*.py")):
-        text = module.read_text(encoding="utf-8")
-        text, count = BLEND_CLAMP.subn(r"min(a.shape[\1], b.shape[\1], blend_extent - 1)", text)
+        text, count = pattern.subn(replacement, module.read_text(encoding="utf-8"))
         if count:
             module.write_text(text, encoding="utf-8")
-            broken += count
-    if not broken:
-        raise RewriteError(f"{root}: no vectorized blend method to break")
-    return broken
+            changed += count
+    if not changed:
+        raise RewriteError(f"{root}: no vectorized blend method to break ({pattern.pattern})")
+    return changed
 
 
 def check(
@@ -287,10 +306,12 @@ def check(
     files = sorted({test_id.split("::")[0] for test_id in result.added})  # collect only these
     result.added_alone = run_tests({"alone": roots["rewritten"]}, TEST_CLASS_SUFFIX, work, files)["alone"]
     if broken_blend:
-        break_blend(roots["rewritten"])
-        selection = f"{TEST_CLASS_SUFFIX} and match_row_loop"
-        broken = run_tests({"broken": roots["rewritten"]}, selection, work, files)
-        result.broken = broken["broken"]
+        mutants = {f"mutant-{index}": work / f"mutant-{index}" for index in range(len(MUTATIONS))}
+        for mutant, (pattern, replacement) in zip(mutants.values(), MUTATIONS.values()):
+            shutil.copytree(roots["rewritten"], mutant, symlinks=True)
+            mutate(mutant, pattern, replacement)
+        runs = run_tests(mutants, f"{TEST_CLASS_SUFFIX} and match_row_loop", work, files)
+        result.broken = dict(zip(MUTATIONS, runs.values()))
     return result
 
 
@@ -326,14 +347,14 @@ def table(result: CheckResult) -> str:
         ),
         ("passing on pristine, not on rewritten", "-", str(len(result.regressions))),
     ]
-    if result.broken is not None:
-        broken = result.broken
+    for name, broken in result.broken.items():
+        failed = broken.count("failed") == len(broken.outcomes) > 0
         rows.append(
             (
-                "added row-loop comparisons with the vectorized blend broken",
+                f"added row-loop comparisons, blend broken: {name}",
                 "-",
                 f"{broken.count('failed')} of {len(broken.outcomes)} fail"
-                + (" (as they must)" if result.broken_ok else " (SOME PASS)"),
+                + (" (as they must)" if failed else " (SOME PASS)"),
             )
         )
     lines = [f"| {' | '.join(row)} |" for row in rows]

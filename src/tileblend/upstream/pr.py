@@ -7,8 +7,9 @@ Plans both layouts on the checkout as it is (run it on a pristine one: the diff 
 the chosen one (`tileblend rewrite`, or `tileblend rewrite --inherit`), runs `tileblend.upstream.copies` in check mode
 and `ruff check` / `ruff format --check` (with the checkout's own pyproject.toml) on the touched files, then prints two
 drafts from docs/upstream-pr.md with this run's numbers filled in: the coordination issue to open first and, with
---issue (its number, once a maintainer has acknowledged it), the pull request description and the benchmark script it
-asks maintainers to rerun (`tileblend/upstream/tiled_vae_benchmark.py`). --check-json (written by `make upstream-check`
+--issue (its number, once a maintainer has acknowledged it) and --gpu-json (a GPU run: its tests and timings are what
+the PR is for), the pull request description and the benchmark script it asks maintainers to rerun
+(`tileblend/upstream/tiled_vae_benchmark.py`). --check-json (written by `make upstream-check`
 for the same layout) gives the check's table and test counts, --exactness-json (`make exact-vs-simple`) the exact vs
 simple blend table of the coordination issue; without either it refuses before writing anything. --gpu-json
 (`out/gpu-check/summary.json`, written by `make gpu-check` on a CUDA machine) gives the GPU section. Exits non-zero
@@ -115,19 +116,18 @@ def check_numbers(check: CheckResult, inherit: bool) -> dict:
 
     Raises ValueError for a result of the other layout, or without the broken-blend run.
     """
-    if check.broken is None:
-        raise ValueError("the check JSON has no broken-blend run: rerun `make upstream-check`")
+    if not check.broken:
+        raise ValueError("the check JSON has no broken-blend runs: rerun `make upstream-check`")
     if check.inherit != inherit:
         layout = "--inherit" if check.inherit else "default"
         raise ValueError(f"the check JSON is of the {layout} layout: rerun `make upstream-check` for this one")
     added = list(check.added.values())
     passed, skipped, classes = added.count("passed"), added.count("skipped"), len(check.added_classes)
     clean = all(results["rewritten"] for results in (check.copies, check.ruff_check, check.ruff_format))
-    broken = list(check.broken.outcomes.values())
-    broken_result = (
-        f"With the blend broken in every copy (one row fewer blended), {broken.count('failed')} of the "
-        f"{len(broken)} added row-loop comparisons fail."
+    bugs = "; ".join(
+        f"{name}: {run.count('failed')} of {len(run.outcomes)} fail" for name, run in check.broken.items()
     )
+    broken_result = f"With each of these bugs made in the blend methods, the added row-loop comparisons fail ({bugs})."
     evidence = (
         f"On a copy of main rewritten in the {'inherit' if inherit else 'copies'} layout, upstream's "
         f"`check_copies.py`, `ruff check` and `ruff format --check` are {'clean' if clean else 'NOT clean'}, "
@@ -221,6 +221,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--issue", type=int, help="the coordination issue's number: also print the PR description")
     args = parser.parse_args(argv)
     # Every JSON file is read before anything is written: a missing, stale or malformed one stops the run here.
+    if args.issue is not None and args.gpu_json is None:
+        print(
+            "upstream-pr: error: the PR description needs a GPU run: `make gpu-check` on a CUDA machine writes "
+            "out/gpu-check/summary.json",
+            file=sys.stderr,
+        )
+        return 2
     for flag, command in REQUIRED_JSON.items():
         path = getattr(args, flag.removeprefix("--").replace("-", "_"))
         if path is None or not path.is_file():

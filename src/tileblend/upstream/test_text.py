@@ -44,24 +44,19 @@ MIXIN = f'''\
 class {MIXIN_NAME}:
     """
     Tests that the model's own `blend_v`, `blend_h` and `blend_t` give the result of `{REFERENCE_NAME}`, the row loop
-    they vectorize, bit for bit and in place, on tiles of the shapes that its tiled encode and decode cut
-    `get_tiling_inputs()` into with `tiling_kwargs`: interior and clipped edge tiles along every axis it blends.
+    they vectorize, bit for bit and in place, on the tiles its tiled encode and decode blend when `tiling_kwargs` cut
+    `get_tiling_inputs()` into overlapping tiles: along each blended axis, the interior and clipped edge tiles and
+    the overlap of the model's tiling; across it, the first tile's size.
 
-    The tile geometry comes from the model's tiling attributes (`get_tile_grid()`) and from the untiled output shape
-    of each tiled pass (`get_tiling_blend_shapes()`); the test class sets `tiling_kwargs` and `get_tiling_inputs()` so
-    that at least two tiles overlap along each blended axis.
+    The geometry comes from the model's tiling attributes (`get_tile_grid()`) and from the output shape of each tiled
+    pass without tiling (`get_tiling_blend_shapes()`). The test class sets `tiling_kwargs` and `get_tiling_inputs()`
+    so that tiles overlap along every blended axis, by an overlap that is not a power of two somewhere: half-precision
+    weights of small power-of-two overlaps are exact, so only other overlaps tell the loop's rounding from others.
     """
 
     blend_dims = {{"blend_v": -2, "blend_h": -1, "blend_t": -3}}
     # The blend methods the tiled passes call; a video model that also tiles frames adds "blend_t".
     tiling_blend_methods = {_names_tuple(DEFAULT_METHODS)}
-
-    def get_tiled_model(self):
-        """The model with tiling enabled by `tiling_kwargs`, and the seams its tiled passes blend."""
-        model = self.model_class(**self.get_init_dict()).eval()
-        shapes = self.get_tiling_blend_shapes(model)
-        model.enable_tiling(**self.tiling_kwargs)
-        return model, self.get_blend_seams(self.get_tile_grid(model), shapes)
 
     def get_tile_grid(self, model):
         """Per blend method: the tile size, stride and compression ratio along its axis, in sample pixels or frames."""
@@ -82,15 +77,18 @@ class {MIXIN_NAME}:
             moments = model.encode(sample).latent_dist.parameters
         return {{"encode": moments.shape, "decode": sample.shape}}
 
-    def get_blend_seams(self, grid, shapes):
+    def get_tiled_model(self):
         """
-        The distinct (method, shape of `a`, shape of `b`, blend_extent) that the tiled passes blend, from the tile
-        `grid` (`get_tile_grid()`) and the output `shapes` of the passes (`get_tiling_blend_shapes()`).
+        The model with tiling enabled by `tiling_kwargs`, and the distinct (method, shape of `a`, shape of `b`,
+        blend_extent) that its tiled passes blend.
         """
+        model = self.model_class(**self.get_init_dict()).eval()
+        shapes = self.get_tiling_blend_shapes(model)
+        model.enable_tiling(**self.tiling_kwargs)
         seams = set()
         for name, shape in shapes.items():
             tile_lengths, first_tile = {{}}, list(shape)
-            for method, (tile, stride, ratio) in grid.items():
+            for method, (tile, stride, ratio) in self.get_tile_grid(model).items():
                 if name == "encode":
                     tile, stride = tile // ratio, stride // ratio
                 dim, previous_frame = self.blend_dims[method], int(method == "blend_t")
@@ -103,20 +101,24 @@ class {MIXIN_NAME}:
                 first_tile[dim] = lengths[0]
             for method, (lengths, blend_extent) in tile_lengths.items():
                 dim = self.blend_dims[method]
-                # Frame tiles are blended after their frames are tiled in space; the spatial tiles of a frame tile.
+                # Frames are blended after the spatial tiles of each frame tile are; those within the first frame tile.
                 across = shape if method == "blend_t" else first_tile
                 for length_a, length_b in zip(lengths, lengths[1:]):
                     shape_a, shape_b = list(across), list(across)
                     shape_a[dim], shape_b[dim] = length_a, length_b
                     seams.add((method, tuple(shape_a), tuple(shape_b), blend_extent))
-        return sorted(seams)
+        return model, sorted(seams)
 
     def test_tiling_blends_match_row_loop(self):
         model, seams = self.get_tiled_model()
-        for method in self.tiling_blend_methods:
-            dim = self.blend_dims[method]
-            overlaps = [min(a[dim], b[dim], extent) for name, a, b, extent in seams if name == method]
-            assert max(overlaps, default=0) > 0, f"The tiling inputs must span two tiles that {{method}} blends."
+        overlaps = {{name: [] for name in self.tiling_blend_methods}}
+        for name, a, b, extent in seams:
+            overlaps[name].append(min(a[self.blend_dims[name]], b[self.blend_dims[name]], extent))
+        for name, values in overlaps.items():
+            assert max(values, default=0) > 0, f"The tiling inputs must span two tiles that {{name}} blends."
+        assert any(value & (value - 1) for values in overlaps.values() for value in values), (
+            "An overlap must not be a power of two."
+        )
 
         # MPS has neither float64 nor, in the tests, bfloat16.
         dtypes = [torch.float32, torch.float16]
