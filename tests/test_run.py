@@ -7,6 +7,7 @@ others call `tileblend.cli.main` in this process, which runs the same code witho
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -91,6 +92,11 @@ def test_python_m_tileblend_run(script, tmp_path):
     report = tmp_path / "report.json"
     completed = run_command([sys.executable, "-m", "tileblend", "run", str(script), str(report), "3"], tmp_path)
     assert completed.returncode == 3, completed.stderr
+    # One line says the blends are in effect, so that a user sees it without reading the docs.
+    first = completed.stderr.splitlines()[0]
+    assert re.fullmatch(
+        rf"tileblend: [1-9][0-9]* diffusers blend methods vectorized; running {re.escape(str(script))}", first
+    )
     assert json.loads(report.read_text()) == expected_report(script, str(report), "3")
 
 

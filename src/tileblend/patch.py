@@ -5,8 +5,9 @@ or `blend_t` is the row loop (`tileblend.recognize`), and replaces those methods
 original function objects back. Methods named like blends that are not the loop are left alone and reported in a
 warning. The state is guarded by a lock: `enable()`, `disable()` and `enabled()` blocks may run in several threads.
 
-A patched method says what it is: its `__module__` is "tileblend.patch", `inspect.getsource` shows tileblend's
-method (not diffusers' loop), and `original_method(cls, name)` returns the loop.
+A patched method keeps the original's `__module__`, name and qualified name (tracebacks and pickling name diffusers'
+class), while `inspect.getsource` shows tileblend's method (not diffusers' loop); `is_enabled()` says whether the
+blends are patched, and `original_method(cls, name)` returns the loop.
 
 `wrapped_methods` is the one way tileblend swaps methods on a class and puts them back: `enable()` installs the
 replacements with it, `tileblend.calls.record_blends` and the benchmarks' blend timers wrap whatever is installed, and

@@ -24,8 +24,9 @@ def add_parser(subparsers) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run the script of `args.command` as `__main__` (a directory: its `__main__.py`, as `python DIR` does); returns
-    its exit code (0 if it ends normally, 2 if it cannot be opened or none is given).
+    """Run the script of `args.command` as `__main__` (a directory: its `__main__.py`, as `python DIR` does) after one
+    line on stderr saying how many blend methods are vectorized; returns its exit code (0 if it ends normally, 2 if it
+    cannot be opened or none is given).
 
     As under `python SCRIPT`, `sys.argv` is `[SCRIPT, *ARGS]` and the script's directory comes first on `sys.path`
     (in place of this command's own entry), so the script imports its neighbours. A `--` before SCRIPT ends
@@ -42,7 +43,9 @@ def main(args: argparse.Namespace) -> int:
     if not os.path.exists(script):
         print(f"tileblend run: can't open file {script!r}: no such file", file=sys.stderr)
         return 2
-    enable()
+    patched = enable()
+    # One line, so that a user sees the blends are in effect; the script's own output follows untouched.
+    print(f"tileblend: {len(patched)} diffusers blend methods vectorized; running {script}", file=sys.stderr)
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = list(command)
     # As `python`: a directory (run through its __main__.py) comes first on sys.path itself, a script its directory.
