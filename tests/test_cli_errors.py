@@ -1,5 +1,6 @@
 """User errors on the command line: one usage error, exit 2, before any work (exit 1 means a real mismatch)."""
 
+import importlib.util
 import json
 
 import pytest
@@ -28,6 +29,11 @@ CASES = [
     (["bench", "parallel", "--nproc", "1"], "argument --nproc: '1' is not an integer of at least 2"),
     (["bench", "compile", "--warmup", "-1"], "argument --warmup: '-1' is not an integer of at least 0"),
     (["bench", "decode", "--size", "0"], "is not a positive SIZE or HEIGHTxWIDTH"),
+]
+CASES += [
+    (["bench", "blend", "--repeats", "0"], "argument --repeats: '0' is not an integer of at least 1"),
+    (["bench", "blend", "--repeats", "-1"], "argument --repeats: '-1' is not an integer of at least 1"),
+    (["bench", "blend", "--extents", "100000"], "argument --extents: '100000' is larger than the 512 rows"),
 ]
 if not torch.cuda.is_available():
     CASES += [
@@ -63,3 +69,37 @@ def test_an_output_larger_than_memory_is_refused_with_what_it_needs(benchmark, c
     assert tileblend(["bench", benchmark, "--preset", "small", "--size", "1000000", "--device", "cpu"]) == 2
     err = capsys.readouterr().err
     assert "the decoded output alone would take 11175.9 GiB and cpu has" in err and err.count("\n") == 1
+
+
+JSON_COMMANDS = [
+    ["verify", "--quick"],
+    ["bench", "blend"],
+    ["bench", "launches"],
+    ["bench", "decode"],
+    ["bench", "compile"],
+    ["bench", "parallel"],
+]
+
+
+@pytest.mark.parametrize("command", JSON_COMMANDS, ids=[" ".join(command) for command in JSON_COMMANDS])
+def test_an_unwritable_json_path_is_refused_before_any_work(command, tmp_path, capsys):
+    """A folder, or a path under a file: one usage error, exit 2, before the run (it used to fail after it, exit 1)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    for path, message in ((tmp_path, "is a folder, not a file"), (blocker / "x.json", "is not a folder this user")):
+        with pytest.raises(SystemExit) as exit_info:
+            tileblend([*command, "--json", str(path)])
+        assert exit_info.value.code == 2
+        assert message in capsys.readouterr().err
+
+
+def test_plot_without_matplotlib_is_refused_before_any_work(tmp_path, capsys, monkeypatch):
+    """`--plot` needs the `[bench]` extra: said at once, exit 2 (it used to fail after all the work, exit 1)."""
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *args: None if name == "matplotlib" else real_find_spec(name, *args)
+    )
+    with pytest.raises(SystemExit) as exit_info:
+        tileblend(["bench", "decode", "--plot", str(tmp_path / "plot.png")])
+    assert exit_info.value.code == 2
+    assert "needs matplotlib: pip install 'tileblend[bench]'" in capsys.readouterr().err

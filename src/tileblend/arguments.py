@@ -2,6 +2,9 @@
 non-positive count) is one usage error, exit 2, before any work: exit 1 keeps its meaning of a real mismatch."""
 
 import argparse
+import importlib.util
+import os
+from pathlib import Path
 
 import torch
 
@@ -46,3 +49,24 @@ def _bounded_int(text: str, lowest: int) -> int:
     if value < lowest:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer of at least {lowest}")
     return value
+
+
+def output_file(text: str) -> str:
+    """A file path the command can write when its work is done: not a folder, and under a folder it can create or
+    write into (missing folders are created then)."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
+    folder = path.absolute().parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"cannot write {text}: {folder} is not a folder this user can write into")
+    return text
+
+
+def plot_file(text: str) -> str:
+    """An `output_file` for a PNG, with matplotlib installed to draw it."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise argparse.ArgumentTypeError("needs matplotlib: pip install 'tileblend[bench]'")
+    return output_file(text)

@@ -59,6 +59,16 @@ VIDEO_SEAMS = (
 """The `video` seams: name, methods, tile shape and extent."""
 
 
+def sd_extent(text: str) -> int:
+    """A blend extent an SD tile can hold: 1 to its 512 rows (the blend clamps a larger one to the tile)."""
+    extent = arguments.positive_int(text)
+    if extent > TILE_SHAPES["blend_v"][-2]:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is larger than the {TILE_SHAPES['blend_v'][-2]} rows of an SD tile"
+        )
+    return extent
+
+
 def machine_info(device: torch.device) -> dict:
     """Where the numbers come from (`tileblend.bench.machine`): platform, CPU (and GPU) name, torch threads, load
     average, torch and diffusers versions."""
@@ -169,18 +179,25 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--extents",
         nargs="+",
-        type=int,
+        type=sd_extent,
         default=list(DEFAULT_EXTENTS),
         help="blend extents of the sd seams (default: 1 2 4 ... 512)",
     )
-    parser.add_argument("--repeats", type=int, default=60, help="timed calls per arm and row (default: 60)")
+    parser.add_argument(
+        "--repeats", type=arguments.positive_int, default=60, help="timed calls per arm and row (default: 60)"
+    )
     parser.add_argument(
         "--budget", type=float, default=3.0, help="seconds of timed calls per row, at least 5 calls each (default: 3)"
     )
     parser.add_argument(
         "--threads", type=arguments.positive_int, help="CPU threads for torch (default: torch's default)"
     )
-    parser.add_argument("--json", metavar="PATH", help="also write the machine and one record per row to PATH")
+    parser.add_argument(
+        "--json",
+        metavar="PATH",
+        type=arguments.output_file,
+        help="also write the machine and one record per row to PATH",
+    )
 
 
 def main(args: argparse.Namespace) -> int:

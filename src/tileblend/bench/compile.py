@@ -26,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from .. import arguments
 from .. import tiny_models as registry
 from ..blend import DTYPES
 from ..calls import record_blends
@@ -189,7 +190,9 @@ def add_parser(subparsers) -> None:
         "--backends", nargs="+", choices=BACKENDS, default=["eager", "inductor"], help="torch.compile backends"
     )
     add_run_options(parser, "torch device", changes=RUN_OPTION_CHANGES)
-    parser.add_argument("--json", metavar="PATH", help="write the rows, config and machine as JSON")
+    parser.add_argument(
+        "--json", metavar="PATH", type=arguments.output_file, help="write the rows, config and machine as JSON"
+    )
 
 
 INDUCTOR_EXACT_FROM = "2.13"

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .. import arguments
 from ..blend import BLEND_AXES, BLEND_FUNCTIONS, DTYPES
 from ..calls import record_blends
 from ..opcount import count_aten_ops
@@ -159,7 +160,7 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument("--dtype", choices=["float16", "bfloat16", "float32"], default="float16")
     parser.add_argument("--repeats", type=int, default=50, help="timed calls per measurement (default: 50)")
-    parser.add_argument("--json", metavar="PATH", help="write the estimate as JSON")
+    parser.add_argument("--json", metavar="PATH", type=arguments.output_file, help="write the estimate as JSON")
 
 
 def main(args: argparse.Namespace) -> int:

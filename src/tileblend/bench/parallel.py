@@ -63,7 +63,9 @@ def add_parser(subparsers) -> None:
     )
     add_run_options(parser, f"cpu or cuda (default: {DEFAULT_DEVICE})", omit=("--pairs",), changes=RUN_OPTION_CHANGES)
     parser.add_argument("--timeout", type=float, default=3600, help="seconds an arm may run (default: 3600)")
-    parser.add_argument("--json", metavar="PATH", help="write the per-rank results and the summary as JSON")
+    parser.add_argument(
+        "--json", metavar="PATH", type=arguments.output_file, help="write the per-rank results and the summary as JSON"
+    )
 
 
 def main(args: argparse.Namespace) -> int:

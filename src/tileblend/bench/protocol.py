@@ -78,8 +78,18 @@ def add_protocol_arguments(parser: argparse.ArgumentParser, presets, what: str) 
     )
     parser.add_argument("--tile", type=arguments.positive_int, help="VAE tile size in pixels (default: the preset's)")
     add_run_options(parser, f"torch device (default: {DEFAULT_DEVICE})")
-    parser.add_argument("--json", metavar="PATH", help="write samples, medians, speedups and config as JSON")
-    parser.add_argument("--plot", metavar="PATH", help="write a PNG of the samples and speedups (needs matplotlib)")
+    parser.add_argument(
+        "--json",
+        metavar="PATH",
+        type=arguments.output_file,
+        help="write samples, medians, speedups and config as JSON",
+    )
+    parser.add_argument(
+        "--plot",
+        metavar="PATH",
+        type=arguments.plot_file,
+        help="write a PNG of the samples and speedups (needs matplotlib)",
+    )
 
 
 def run_benchmark(benchmark: str, module: str, title: str, config: WorkerConfig, args: argparse.Namespace) -> int:

@@ -36,6 +36,7 @@ import xml.etree.ElementTree as ElementTree
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from .. import arguments
 from .edits import RewriteError
 from .rewrite import apply_rewrite, diffusers_tree, plan_rewrite, report
 from .test_files import TESTS
@@ -376,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-k", dest="selection", default=SELECTION, help=f'test selection (default "{SELECTION}")')
     parser.add_argument("--broken-blend", action="store_true", help="also check that the added tests catch a bug")
     parser.add_argument("--work", type=Path, help="keep the copies in this (new) directory")
-    parser.add_argument("--json", type=Path, help="also write the result as JSON to this file")
+    parser.add_argument("--json", type=arguments.output_file, help="also write the result as JSON to this file")
     args = parser.parse_args(argv)
     if not args.diffusers.exists():
         print(f"upstream-check: error: {args.diffusers} does not exist", file=sys.stderr)
@@ -394,7 +395,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     print(table(result))
     if args.json:
-        args.json.write_text(result.to_json(), encoding="utf-8")
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(result.to_json(), encoding="utf-8")
     print(f"\nupstream-check: {'OK' if result.ok else 'FAILED'}")
     return 0 if result.ok else 1
 

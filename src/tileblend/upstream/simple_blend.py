@@ -15,14 +15,13 @@ convolutions take hours on a CPU: the blends, the part compared, run in the dtyp
 import argparse
 import contextlib
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
-from .. import blend
+from .. import arguments, blend
 from ..patch import wrapped_methods
 
 
@@ -138,11 +137,8 @@ def table(results: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workloads", nargs="+", choices=sorted(WORKLOADS), default=["sd", "sd-768", "wan"])
-    parser.add_argument("--json", type=Path, help="also write the results to this file")
+    parser.add_argument("--json", type=arguments.output_file, help="also write the results to this file")
     args = parser.parse_args(argv)
-    if args.json is not None and (args.json.is_dir() or not args.json.parent.is_dir()):
-        print(f"error: cannot write {args.json}: not a file in an existing folder", file=sys.stderr)
-        return 2
     runs = [(WORKLOADS[name], dtype) for name in args.workloads for dtype in DTYPES]
     results = []
     for workload, dtype in tqdm(runs, desc="exact vs simple", unit="decode pair"):
@@ -150,5 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     command = "python utils/exact_vs_simple.py " + " ".join(["--workloads", *args.workloads])
     print(table(results))
     if args.json is not None:
-        args.json.write_text(json.dumps({"command": command, "results": results}, indent=2) + "\n", encoding="utf-8")
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(
+            json.dumps({"command": command, "results": results}, indent=2) + "\n", encoding="utf-8"
+        )
     return 0

@@ -43,7 +43,10 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument("--quick", action="store_true", help="method-level checks only, no whole models")
     parser.add_argument(
-        "--json", metavar="PATH", help="also write one JSON record per method and dtype, and per model, path and dtype"
+        "--json",
+        metavar="PATH",
+        type=arguments.output_file,
+        help="also write one JSON record per method and dtype, and per model, path and dtype",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.set_defaults(handler=main)
