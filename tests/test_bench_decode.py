@@ -180,12 +180,15 @@ def test_checkpoint_defaults_are_real_sizes_and_the_models_own_tiles(checkpoints
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--model", "{root}/missing"], "cannot read the config of {root}/missing"),
+        (["--model", "{root}/missing"], "no such path: {root}/missing"),
         (
             ["--model", "{root}/not-tiled"],
             "its config names UNet2DModel, not a diffusers autoencoder with tiled blends",
         ),
-        (["--model", "nobody/no-such-vae-xyz"], "cannot read the config of nobody/no-such-vae-xyz"),
+        (
+            ["--model", "nobody/no-such-vae-xyz"],
+            "cannot read the config of nobody/no-such-vae-xyz: offline (HF_HUB_OFFLINE is set)",
+        ),
         (["--model", "{root}/image", "--frames", "9"], "--frames applies to video VAEs only, not AutoencoderKL"),
         (["--subfolder", "vae"], "--subfolder applies to --model only"),
     ],
@@ -208,3 +211,16 @@ def test_size_must_be_positive_pixels(size, capsys):
     with pytest.raises(SystemExit) as exit_info:
         tileblend(["bench", "decode", "--size", size])
     assert exit_info.value.code == 2 and "is not a positive SIZE or HEIGHTxWIDTH" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("model", ["./no-such-vae", "~/no-such-vae", "/no/such/vae", "a/b/c"])
+def test_a_missing_local_path_is_said_without_asking_the_hub(model, monkeypatch, capsys):
+    """A path that cannot be a Hub ID (`owner/name`) and does not exist: "no such path" at once, no request."""
+    import diffusers
+
+    def no_request(*args, **kwargs):
+        raise AssertionError("the Hub was asked")
+
+    monkeypatch.setattr(diffusers.AutoencoderKL, "load_config", no_request)
+    assert tileblend(["bench", "decode", "--model", model, "--device", "cpu"]) == 2
+    assert capsys.readouterr().err.strip().endswith(f"no such path: {model}")

@@ -113,18 +113,30 @@ def checkpoint_class(model: str, subfolder: str | None) -> str:
     """The name of the autoencoder class the config of checkpoint `model` names.
 
     Raises:
-        ValueError: (one line) the config cannot be read (a missing path, a Hub ID without network), or its class is
-            not a diffusers autoencoder with loop blends (one tiling cannot reach).
+        ValueError: (one line) the config cannot be read (a missing path, said without asking the Hub; a Hub ID
+            offline or without network, said as such), or its class is not a diffusers autoencoder with loop blends
+            (one tiling cannot reach).
     """
     import diffusers
+    import huggingface_hub
 
     from ..patch import find_loop_blends
 
     where = f"{model} (subfolder {subfolder})" if subfolder else model
+    # A path (absolute, relative to `.` or `~`, or deeper than a Hub ID's `owner/name`) is never a Hub ID: say it is
+    # missing at once instead of asking the Hub.
+    path = Path(model).expanduser()
+    if not path.exists() and (model.startswith((".", "~")) or path.is_absolute() or len(path.parts) > 2):
+        raise ValueError(f"no such path: {model}")
     try:
         config = diffusers.AutoencoderKL.load_config(model, subfolder=subfolder)
     except (OSError, ValueError) as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        if huggingface_hub.constants.HF_HUB_OFFLINE:
+            reason = "offline (HF_HUB_OFFLINE is set) and not in the local Hub cache"
+        elif "couldn't connect" in str(error):
+            reason = "no network: the Hub cannot be reached, and it is not in the local Hub cache"
+        else:
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ValueError(f"cannot read the config of {where}: {reason}") from error
     name = config.get("_class_name")
     cls = getattr(diffusers, str(name), None)

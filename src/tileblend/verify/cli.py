@@ -39,7 +39,8 @@ def add_parser(subparsers) -> None:
         "--models",
         nargs="+",
         metavar="NAME",
-        help="models to check, by registry name or diffusers class, globs allowed (default: all)",
+        help="tiny models whose tiled encode/decode to check, by registry name or diffusers class, globs allowed "
+        "(default: all); the method checks always cover every patched method",
     )
     parser.add_argument("--quick", action="store_true", help="method-level checks only, no whole models")
     parser.add_argument(
