@@ -265,8 +265,7 @@ def test_a_reused_work_directory_is_a_usage_error(tmp_path, capsys):
 
 # Run in the rewritten checkout (its src and tests importable): for every added test class, the seams its mixin derives
 # (`get_tiled_model()`) against the blend calls the model's real tiled forward makes on the same inputs, recorded by
-# wrapping the class's blend methods. Frame tiling is switched on where the class lists blend_t (LTX and LTX2 gate it on
-# `use_framewise_*`). Prints one JSON line per class.
+# wrapping the class's blend methods. Prints one JSON line per class.
 RECORD_SEAMS = """
 import glob, importlib, json, sys, torch
 sys.path[:0] = ["src", "."]
@@ -280,9 +279,6 @@ for path in sorted(glob.glob("tests/models/autoencoders/test_models_*.py")):
             continue
         tester = test_class()
         model, seams = tester.get_tiled_model()
-        for flag in ("use_framewise_encoding", "use_framewise_decoding"):
-            if "blend_t" in tester.tiling_blend_methods and hasattr(model, flag):
-                setattr(model, flag, True)
         calls, cls = set(), type(model)
         originals = {method: getattr(cls, method) for method in tester.tiling_blend_methods}
         for method, original in originals.items():

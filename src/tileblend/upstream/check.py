@@ -276,8 +276,17 @@ def check(
     """Copy, rewrite (with `inherit`: the `--inherit` layout) and judge `source` (see the module docstring); the copies
     stay under `work`.
 
-    `selection` is the `-k` expression of the test runs (ignored with `full`)."""
+    `selection` is the `-k` expression of the test runs (ignored with `full`). Says each step on stderr as it starts,
+    with the time spent so far."""
+    started = time.monotonic()
+    steps = 6 if broken_blend else 5
+
+    def step(number: int, what: str) -> None:
+        elapsed = time.monotonic() - started
+        print(f"upstream-check [{number}/{steps}, {elapsed:.0f} s]: {what}", file=sys.stderr, flush=True)
+
     checkout = extract(source, work)
+    step(1, f"copying {source} twice and rewriting one copy")
     roots = {"pristine": work / "pristine", "rewritten": work / "rewritten"}
     for root in roots.values():
         shutil.copytree(checkout, root, ignore=shutil.ignore_patterns("__pycache__", ".git"))
@@ -288,7 +297,10 @@ def check(
     result.touched = sorted(
         str(plan.path.relative_to(roots["rewritten"])) for plan in rewrite.files if plan.changed or plan.up_to_date
     )
+    what = "all of" if full else f'-k "{selection}" of'
+    step(2, f"{what} tests/models/autoencoders on both copies at once (the longest step: minutes on a CPU)")
     tests = run_tests(roots, None if full else selection, work)
+    step(3, "check_copies.py, ruff check and ruff format --check on both copies")
     for name, root in roots.items():
         result.copies[name] = passes([sys.executable, "utils/check_copies.py"], root)
         files = [path for path in result.touched if (root / path).is_file()]
@@ -305,14 +317,17 @@ def check(
         if test_id not in pristine and f"{TEST_CLASS_SUFFIX}::" in test_id
     }
     files = sorted({test_id.split("::")[0] for test_id in result.added})  # collect only these
+    step(4, f"the {len(result.added)} added tests alone on the rewritten copy, timed")
     result.added_alone = run_tests({"alone": roots["rewritten"]}, TEST_CLASS_SUFFIX, work, files)["alone"]
     if broken_blend:
+        step(5, f"the added row-loop comparisons on {len(MUTATIONS)} copies, each with one bug in the blend")
         mutants = {f"mutant-{index}": work / f"mutant-{index}" for index in range(len(MUTATIONS))}
         for mutant, (pattern, replacement) in zip(mutants.values(), MUTATIONS.values()):
             shutil.copytree(roots["rewritten"], mutant, symlinks=True)
             mutate(mutant, pattern, replacement)
         runs = run_tests(mutants, f"{TEST_CLASS_SUFFIX} and match_row_loop", work, files)
         result.broken = dict(zip(MUTATIONS, runs.values()))
+    step(steps, "done")
     return result
 
 
