@@ -10,6 +10,7 @@ import ast
 import difflib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -71,10 +72,13 @@ CI_EXCLUDED = (
 
 
 @pytest.mark.parametrize("inherit", [False, True], ids=["copies", "inherit"])
-def test_upstream_check_on_the_snapshot(checkout, tmp_path, inherit):
+def test_upstream_check_on_the_snapshot(checkout, tmp_path, inherit, capsys):
     """One test per layout, so that `pytest -n 2` runs each expensive check once, in one worker."""
     selection = f"({upstream_check.SELECTION}) and not ({CI_EXCLUDED})"
     result = upstream_check.check(checkout, tmp_path, broken_blend=True, selection=selection, inherit=inherit)
+    # Each step is said as it starts (the test runs take minutes).
+    steps = re.findall(r"^upstream-check \[(\d)/6, \d+ s\]: ", capsys.readouterr().err, flags=re.MULTILINE)
+    assert steps == ["1", "2", "3", "4", "5", "6"]
 
     # Upstream's own tools are clean on the rewritten copy.
     assert result.copies == {"pristine": True, "rewritten": True}
