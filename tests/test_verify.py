@@ -169,3 +169,10 @@ def test_models_help_says_the_method_checks_cover_every_method(capsys):
     with pytest.raises(SystemExit):
         cli.main(["verify", "--help"])
     assert "the method checks always cover every patched method" in " ".join(capsys.readouterr().out.split())
+
+
+def test_quick_shows_no_bar_for_the_models_it_skips(capfd):
+    """`verify --quick` checks methods only: stderr has the methods' bar and no empty "tiny models" one."""
+    assert cli.main(["verify", "--quick", "--device", "cpu", "--dtype", "float32"]) == 0
+    err = capfd.readouterr().err
+    assert "blend methods" in err and "tiny models" not in err
