@@ -156,6 +156,9 @@ def _error_cases(rank, world_size) -> dict:
 
     with tileblend.parallel.tiled(model):
         results["tiled"] = _digest(model.decode(x).sample) == _digest(run_path(model, entry, "decode", x))
+    output, _ = _output(model, entry, "decode", x, timeout=30)  # seconds, as a number
+    results["timeout in seconds"] = _digest(output) == _digest(run_path(model, entry, "decode", x))
+    attempt("timeout a string", lambda: _output(model, entry, "decode", x, timeout="30"))
     return results
 
 
@@ -239,6 +242,9 @@ def check_bad_inputs(world_size, results):
         assert "different tiling switches" in errors["tiling on some ranks only"]
         assert errors["different weights"].startswith("ParallelTilingError: the ranks were given different weights")
         assert errors["dst not an int"].startswith("ValueError: dst must be a rank of the group")
+        assert errors["timeout a string"] == (
+            "ValueError: timeout must be a positive number of seconds or a datetime.timedelta, not '30'"
+        )
         last = world_size - 1
         assert errors["rank fails"] == (
             f"ParallelTilingError: rank(s) [{last}] failed while computing their tiles: "
@@ -250,7 +256,7 @@ def check_small_input_and_dst(results):
     for rank, rank_results in enumerate(results):
         errors = rank_results["errors"]
         assert errors["one tile"]["equal"] and errors["one tile"]["tiles"] == 1
-        assert errors["tiled"] is True
+        assert errors["tiled"] is True and errors["timeout in seconds"] is True
         dst = errors["dst"]
         assert dst["none"] is (rank != 1)
         if rank == 1:

@@ -325,3 +325,37 @@ def test_added_tests_derive_the_seams_the_tiled_forward_blends(checkout, tmp_pat
             return method, a[dims[method]], b[dims[method]], extent
 
         assert {along(call) for call in calls} == {along(seam) for seam in seams}, result["class"]
+
+
+# Run in the rewritten checkout with DIFFUSERS_TEST_DEVICE=meta: each added test class's model and inputs must go to
+# `torch_device` (on an accelerator a model left on the CPU fails before blending); meta tensors carry shapes only, so
+# the geometry still comes out. Prints one JSON line per class.
+GEOMETRY_ON_TORCH_DEVICE = """
+import glob, importlib, json, sys
+sys.path[:0] = ["src", "."]
+for path in sorted(glob.glob("tests/models/autoencoders/test_models_*.py")):
+    try:
+        module = importlib.import_module(path[:-3].replace("/", "."))
+    except ImportError:  # optional dependencies missing here (oobleck, rae): no class of ours
+        continue
+    for name, test_class in vars(module).items():
+        if isinstance(test_class, type) and name.endswith("TilingBlend"):
+            model, seams = test_class().get_tiled_model()
+            print(json.dumps({"class": name, "device": str(next(model.parameters()).device), "seams": seams}))
+"""
+
+
+def test_added_tests_put_the_model_on_torch_device(checkout, tmp_path):
+    root = tmp_path / "diffusers"
+    shutil.copytree(checkout, root)
+    apply_rewrite(plan_rewrite(root))
+    results = {}
+    for device in ("cpu", "meta"):
+        environment = {**os.environ, "PYTHONPATH": str(root / "src"), "DIFFUSERS_TEST_DEVICE": device}
+        completed = subprocess.run(
+            [sys.executable, "-c", GEOMETRY_ON_TORCH_DEVICE], cwd=root, capture_output=True, text=True, env=environment
+        )
+        assert completed.returncode == 0, completed.stderr[-3000:]
+        results[device] = [json.loads(line) for line in completed.stdout.splitlines() if line.startswith("{")]
+    assert len(results["meta"]) == len(CASES) and {result["device"] for result in results["meta"]} == {"meta"}
+    assert [result["seams"] for result in results["meta"]] == [result["seams"] for result in results["cpu"]]

@@ -1,6 +1,7 @@
 """Validate tileblend on a GPU in one command (`make gpu-check`); every output lands in one folder.
 
     python utils/gpu_check.py [--device cuda] [--out out/gpu-check] [--wheels DIR] [--models KIND=ID[:SUBFOLDER] ...]
+                              [--upstream DIFFUSERS]
     make gpu-check [WHEELS=DIR] [DEVICE=cpu] [MODELS="image=stabilityai/sdxl-vae video=Wan-AI/Wan2.1-T2V-1.3B-Diffusers:vae"]
 
 Runs as it is on a machine with torch (with CUDA) and nothing of this repository installed: the steps import
@@ -20,6 +21,10 @@ command has them):
    frames), otherwise the random-weight presets of the same architectures (`sd`: SD's VAE at 1024x1024, `wan`: Wan
    2.1's). On a CPU: float32 at tiny sizes.
 6. `bench-pipeline`: `tileblend bench pipeline --preset sd`, 1 pair in float16 on CUDA (the small preset on a CPU).
+7. `upstream-tests`: the tests the pull request adds, on the device: a copy of `--upstream` (a diffusers checkout or
+   a .tar.gz of one; default ../shared/upstream/diffusers-main.tar.gz when present) rewritten by `tileblend rewrite`,
+   then its `pytest tests/models/autoencoders -k TilingBlend` with `DIFFUSERS_TEST_DEVICE` set to the device. On CUDA
+   every one must run (a skip fails the step); on a CPU the CUDA-graph ones skip and the summary says how many.
 
 `summary.md` and `summary.json` list each step's status, time, command and log, then one table of the decode
 benchmarks (weights, dtype, medians, speedup, peak memory, bitwise equality) in the form the PR draft pastes
@@ -67,7 +72,9 @@ CHECKPOINTS = {"image": "stabilityai/sdxl-vae", "video": "Wan-AI/Wan2.1-T2V-1.3B
 """Real checkpoints a tester would use (`--models` with these, or others of the same kinds)."""
 DECODE_RUNS = {"preset": ["--pairs", "2", "--reps", "3"], "checkpoint": ["--pairs", "1", "--reps", "2"]}
 """A/B processes and timed calls of a decode step on CUDA: fewer for real-size checkpoints (81-frame clips)."""
-TIMEOUTS_S = {"verify": 240, "bench-blend": 180, "decode": 150, "bench-pipeline": 150}
+TIMEOUTS_S = {"verify": 240, "bench-blend": 180, "decode": 150, "bench-pipeline": 150, "upstream-tests": 180}
+UPSTREAM = ROOT.parent / "shared" / "upstream" / "diffusers-main.tar.gz"
+"""The snapshot of upstream diffusers the pull request is built against, where the checkout has it."""
 
 
 def decode_steps(device: str, models: dict[str, str]) -> dict[str, list[str]]:
@@ -117,10 +124,13 @@ def missing_packages() -> list[str]:
     return [dist for module, dist in REQUIRED.items() if importlib.util.find_spec(module) is None]
 
 
-def run_command(name: str, command: list[str], out: Path, timeout_s: int) -> tuple[int, float]:
-    """Run `command` from the repository root with `out/<name>.log` as stdout and stderr; returns (exit code, s)."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
+def run_command(
+    name: str, command: list[str], out: Path, timeout_s: int, cwd: Path = ROOT, env: dict | None = None
+) -> tuple[int, float]:
+    """Run `command` from `cwd` (the repository root) with `out/<name>.log` as stdout and stderr and this repository's
+    `src/` (or `env`'s PYTHONPATH) importable; returns (exit code, seconds)."""
+    env = dict(os.environ) | (env or {})
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), str(ROOT / "src")]))
     log = out / f"{name}.log"
     begin = time.perf_counter()
     print(f"[{name}] $ {' '.join(command)}", flush=True)
@@ -128,7 +138,7 @@ def run_command(name: str, command: list[str], out: Path, timeout_s: int) -> tup
         file.write("$ " + " ".join(command) + "\n")
         file.flush()
         try:
-            code = subprocess.run(command, cwd=ROOT, env=env, stdout=file, stderr=subprocess.STDOUT, timeout=timeout_s)
+            code = subprocess.run(command, cwd=cwd, env=env, stdout=file, stderr=subprocess.STDOUT, timeout=timeout_s)
             returncode = code.returncode
         except subprocess.TimeoutExpired:
             file.write(f"\nTIMEOUT after {timeout_s} s\n")
@@ -153,18 +163,60 @@ def step_deps(out: Path, wheels: str | None) -> Step:
     return Step("deps", status, seconds, " ".join(command), log.name)
 
 
+def junit_counts(report: Path) -> tuple[dict[str, int], list[str]]:
+    """The test, skip, failure and error counts of a pytest JUnit report, and its skip reasons."""
+    counts = {"tests": 0, "skipped": 0, "failures": 0, "errors": 0}
+    if not report.exists():
+        return counts, []
+    suite = ElementTree.parse(report).getroot()
+    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+    counts = {key: int(suite.get(key, 0)) for key in counts}
+    return counts, [skipped.get("message", "") for skipped in suite.iter("skipped")]
+
+
+def step_upstream_tests(out: Path, device: str, upstream: Path | None) -> Step:
+    """The tests the pull request adds, run on the device in a rewritten copy of `upstream`."""
+    if upstream is None:
+        return Step("upstream-tests", "SKIPPED: no --upstream checkout or tarball given", 0.0, "", "")
+    import shutil
+    import tarfile
+
+    tree = out / "upstream"
+    shutil.rmtree(tree, ignore_errors=True)
+    if upstream.is_dir():
+        shutil.copytree(upstream, tree / upstream.name, ignore=shutil.ignore_patterns(".git", "__pycache__"))
+    else:
+        with tarfile.open(upstream) as archive:
+            archive.extractall(tree, filter="data")
+    checkout = next(tree.iterdir())
+    rewrite = [sys.executable, "-m", "tileblend", "rewrite", str(checkout)]
+    code, rewrite_s = run_command("upstream-rewrite", rewrite, out, timeout_s=120)
+    if code != 0:
+        return Step("upstream-tests", f"FAIL: the rewrite (exit {code})", rewrite_s, " ".join(rewrite), "")
+    report = out / "upstream-tests.xml"
+    command = [sys.executable, "-m", "pytest", "tests/models/autoencoders", "-k", "TilingBlend", "-rs"]
+    command += ["-p", "no:cacheprovider", f"--junitxml={report}"]
+    env = {"PYTHONPATH": str(checkout / "src"), "DIFFUSERS_TEST_DEVICE": device}
+    code, seconds = run_command("upstream-tests", command, out, TIMEOUTS_S["upstream-tests"], cwd=checkout, env=env)
+    counts, skip_reasons = junit_counts(report)
+    ran = counts["tests"] - counts["skipped"]
+    if code != 0 or counts["failures"] or counts["errors"] or ran == 0:
+        status = f"FAIL ({counts['failures']} failed, {counts['errors']} errors, exit {code})"
+    elif device == "cuda":
+        status = f"ok ({ran} passed)" if not counts["skipped"] else f"FAIL: {counts['skipped']} skipped on CUDA"
+    else:
+        cuda_skips = sum("CUDA" in reason for reason in skip_reasons)
+        status = f"ok ({ran} passed; {cuda_skips} CUDA-graph tests skipped on the CPU)"
+    shown = f"{' '.join(rewrite)}; cd {checkout} && {' '.join(command)}"
+    return Step("upstream-tests", status, rewrite_s + seconds, shown, "upstream-rewrite.log, upstream-tests.log")
+
+
 def step_cuda_tests(out: Path, device: str) -> Step:
     report = out / "cuda-tests.xml"
     command = [sys.executable, "-m", "pytest", "-m", "cuda", "-rs", "-p", "no:cacheprovider", "tests"]
     command += [f"--junitxml={report}"]
     code, seconds = run_command("cuda-tests", command, out, timeout_s=240)
-    counts = {"tests": 0, "skipped": 0, "failures": 0, "errors": 0}
-    skip_reasons = []
-    if report.exists():
-        suite = ElementTree.parse(report).getroot()
-        suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
-        counts = {key: int(suite.get(key, 0)) for key in counts}
-        skip_reasons = [skipped.get("message", "") for skipped in suite.iter("skipped")]
+    counts, skip_reasons = junit_counts(report)
     # Skips by design (an upstream bug, a path the class lacks) are fine; a skip for want of CUDA on CUDA is not.
     cuda_skips = sum("CUDA" in reason for reason in skip_reasons)
     if code not in (0, 5) or counts["failures"] or counts["errors"]:
@@ -252,6 +304,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KIND=ID[:SUBFOLDER]",
         help=f"real checkpoints for the decode steps, e.g. image={CHECKPOINTS['image']} video={CHECKPOINTS['video']}",
     )
+    parser.add_argument(
+        "--upstream",
+        type=Path,
+        default=UPSTREAM if UPSTREAM.is_file() else None,
+        help="the diffusers checkout or .tar.gz whose rewrite's added tests to run (default: the snapshot, if present)",
+    )
     args = parser.parse_args(argv)
     models = parse_models(args.models)
     out = Path(args.out).resolve()
@@ -279,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
             arguments += ["--plot", str(out / f"{name}.png")]
         timeout_s = TIMEOUTS_S["decode" if name.startswith("decode-") else name]
         steps.append(step_command(name, arguments, out, timeout_s=timeout_s))
+    steps.append(step_upstream_tests(out, args.device, args.upstream))
 
     total_s = time.perf_counter() - started
     write_summary(out, args.device, steps, total_s)

@@ -38,6 +38,15 @@ __all__ = [
 ]
 
 
+def _timeout(timeout) -> datetime.timedelta:
+    """`timeout` as a `datetime.timedelta`: a timedelta, or seconds as a number; positive."""
+    if isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
+        timeout = datetime.timedelta(seconds=timeout)
+    if not isinstance(timeout, datetime.timedelta) or timeout <= datetime.timedelta(0):
+        raise ValueError(f"timeout must be a positive number of seconds or a datetime.timedelta, not {timeout!r}")
+    return timeout
+
+
 def _group(group):
     if not dist.is_available() or not dist.is_initialized():
         raise RuntimeError(
@@ -53,7 +62,7 @@ def decode(
     *args,
     group=None,
     dst: int | None = None,
-    timeout: datetime.timedelta = DEFAULT_TIMEOUT,
+    timeout: datetime.timedelta | float = DEFAULT_TIMEOUT,
     return_traffic: bool = False,
     **kwargs,
 ):
@@ -67,7 +76,7 @@ def decode(
         dst: the rank (in `group`) that gets the result; the others return None and never hold the whole output.
             None (the default): every rank gets it.
         timeout: the longest a rank waits for the others at each step (the call, the plan, the tiles, the
-            exchange); past it, or when a rank fails or dies, every rank raises `ParallelTilingError` naming the
+            exchange), in seconds or as a `datetime.timedelta`; past it, or when a rank fails or dies, every rank raises `ParallelTilingError` naming the
             rank(s) and what happened (on gloo; other backends name no rank). The group is unusable afterwards.
         return_traffic: also return what this rank did, as a `ParallelTraffic`.
 
@@ -76,7 +85,8 @@ def decode(
         (that, this rank's `ParallelTraffic`: the pass's tiles, those computed here, bytes of decoded tiles sent and
         received); the traffic is None in a group of one, which runs the plain `vae.decode`.
     """
-    output, traffic = run_parallel(vae, "decode", latents, args, kwargs, group=_group(group), dst=dst, timeout=timeout)
+    timeout, group = _timeout(timeout), _group(group)
+    output, traffic = run_parallel(vae, "decode", latents, args, kwargs, group=group, dst=dst, timeout=timeout)
     return (output, traffic) if return_traffic else output
 
 
@@ -86,23 +96,24 @@ def encode(
     *args,
     group=None,
     dst: int | None = None,
-    timeout: datetime.timedelta = DEFAULT_TIMEOUT,
+    timeout: datetime.timedelta | float = DEFAULT_TIMEOUT,
     return_traffic: bool = False,
     **kwargs,
 ):
     """`vae.encode(sample, *args, **kwargs)` with its tiles split over the ranks of `group`; arguments and returns as
     `decode` (the traffic counts bytes of encoded tiles)."""
-    output, traffic = run_parallel(vae, "encode", sample, args, kwargs, group=_group(group), dst=dst, timeout=timeout)
+    timeout, group = _timeout(timeout), _group(group)
+    output, traffic = run_parallel(vae, "encode", sample, args, kwargs, group=group, dst=dst, timeout=timeout)
     return (output, traffic) if return_traffic else output
 
 
-def tiled(vae, group=None, dst: int | None = None, timeout: datetime.timedelta = DEFAULT_TIMEOUT):
+def tiled(vae, group=None, dst: int | None = None, timeout: datetime.timedelta | float = DEFAULT_TIMEOUT):
     """A block inside which `vae.decode` and `vae.encode` (where the class splits) run split over `group`'s ranks,
     whoever calls them: `with tileblend.parallel.tiled(pipe.vae): pipe(...)`. Only `vae` is affected (a copy of it,
     other instances of its class and other threads' models are not), and it pickles and deep-copies as outside.
     Like `decode`, the split calls run without gradient tracking.
     """
-    group = _group(group)
+    timeout, group = _timeout(timeout), _group(group)
     paths = []
     for path in ("decode", "encode"):
         try:

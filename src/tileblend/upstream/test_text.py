@@ -82,7 +82,7 @@ class {MIXIN_NAME}:
         The model with tiling enabled by `tiling_kwargs`, and the distinct (method, shape of `a`, shape of `b`,
         blend_extent) that its tiled passes blend.
         """
-        model = self.model_class(**self.get_init_dict()).eval()
+        model = self.model_class(**self.get_init_dict()).eval().to(torch_device)
         shapes = self.get_tiling_blend_shapes(model)
         model.enable_tiling(**self.tiling_kwargs)
         seams = set()
