@@ -57,7 +57,8 @@ GPU = {
     "device": "cuda",
     "total_s": 301.2,
     "steps": [
-        {"name": "verify", "status": "ok", "seconds": 40.4, "command": "python -m tileblend verify", "log": "x"}
+        {"name": "verify", "status": "ok", "seconds": 40.4, "command": "python -m tileblend verify", "log": "x"},
+        {"name": "upstream-tests", "status": "ok (28 passed)", "seconds": 20.0, "command": "pytest", "log": "y"},
     ],
 }
 
@@ -133,6 +134,10 @@ def test_drafts_paste_a_gpu_run():
     issue, description = drafts(filled(gpu=GPU))
     assert "| verify | ok | 40 |" in description and upstream_pr.GPU_NOT_RUN not in description
     assert "A `make gpu-check` run on cuda is attached" in issue
+    assert "and on cuda, where the added tests pass (`upstream-tests` in the GPU section)" in description
+    failed = GPU | {"steps": [GPU["steps"][0] | {"name": "upstream-tests", "status": "FAIL (1 failed)"}]}
+    _, description = drafts(filled(gpu=failed))
+    assert "untested on CUDA: the GPU run's `upstream-tests` step says FAIL (1 failed)" in description
 
 
 def test_drafts_refuse_a_missing_number():

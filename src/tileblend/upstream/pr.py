@@ -164,7 +164,11 @@ def gpu_numbers(summary: dict | None) -> dict:
         lines += ["", "Tiled decode, the loops vs this PR (medians; speedup: median of the paired runs):", ""]
         lines.append(summary["decode_table"])
     status = f"A `make gpu-check` run on {summary['device']} is attached to the PR draft; nothing beyond it was run."
-    exactness = f"on {summary['device']}: the `make gpu-check` run of the GPU section"
+    added = next((step["status"] for step in summary["steps"] if step["name"] == "upstream-tests"), "not in the run")
+    if added.startswith("ok"):
+        exactness = f"and on {summary['device']}, where the added tests pass (`upstream-tests` in the GPU section)"
+    else:
+        exactness = f"{CUDA_NOT_RUN}: the GPU run's `upstream-tests` step says {added}"
     return {"gpu_results": "\n".join(lines), "gpu_status": status, "cuda_exactness": exactness}
 
 
