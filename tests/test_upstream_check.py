@@ -359,3 +359,62 @@ def test_added_tests_put_the_model_on_torch_device(checkout, tmp_path):
         results[device] = [json.loads(line) for line in completed.stdout.splitlines() if line.startswith("{")]
     assert len(results["meta"]) == len(CASES) and {result["device"] for result in results["meta"]} == {"meta"}
     assert [result["seams"] for result in results["meta"]] == [result["seams"] for result in results["cpu"]]
+
+
+@pytest.mark.parametrize("kept", [0.90, 0.95, 0.97])
+def test_a_truncated_archive_is_refused_before_extracting(tmp_path, capsys, kept):
+    """An archive cut short (a download that stopped): one line naming it, exit 2, nothing extracted."""
+    whole = tarball(tmp_path / "whole.tar.gz", [(f"diffusers/f{index}.py", "x = 1\n" * 2000) for index in range(40)])
+    data = whole.read_bytes()
+    cut = tmp_path / "cut.tar.gz"
+    cut.write_bytes(data[: int(len(data) * kept)])
+    work = tmp_path / "work"
+    assert upstream_check.main([str(cut), "--work", str(work)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"upstream-check: error: {cut}: cannot extract it" in err
+    assert not (work / "extracted").exists() or not any((work / "extracted").iterdir())
+
+
+def test_an_archive_that_expands_too_much_is_refused_before_extracting(tmp_path, capsys):
+    bomb = tarball(tmp_path / "bomb.tar.gz", [("diffusers/zeros.py", "\0" * (16 * 2**20))])
+    assert upstream_check.main([str(bomb), "--work", str(tmp_path / "work")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{bomb}: refused: it would expand to 16 MiB" in err
+    assert not (tmp_path / "work" / "extracted").exists()
+
+
+def test_work_inside_the_checkout_is_refused(tmp_path, capsys):
+    assert upstream_check.main([str(tmp_path), "--work", str(tmp_path / "inside" / "work")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is inside the checkout; put it elsewhere" in err
+
+
+def test_an_already_rewritten_checkout_is_refused_before_copying(checkout, tmp_path, capsys):
+    root = tmp_path / "diffusers"
+    shutil.copytree(checkout, root)
+    apply_rewrite(plan_rewrite(root))
+    work = tmp_path / "work"
+    assert upstream_check.main([str(root), "--work", str(work)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nothing to rewrite (already rewritten?)" in err
+    assert not (work / "pristine").exists()
+
+
+def test_links_and_virtual_environments_of_a_checkout_are_not_followed_or_copied(checkout, tmp_path, monkeypatch):
+    """A dangling link and a link to the checkout itself are copied as links; a .venv is not copied. (The test runs are
+    stubbed: this is about the copies.)"""
+    root = tmp_path / "diffusers"
+    shutil.copytree(checkout, root)
+    (root / "dangling").symlink_to(root / "no-such-file")
+    (root / "self").symlink_to(root)
+    (root / ".venv" / "lib").mkdir(parents=True)
+    (root / ".venv" / "lib" / "big.bin").write_bytes(b"\0" * 1024)
+    monkeypatch.setattr(
+        upstream_check, "run_tests", lambda roots, *args, **kwargs: dict.fromkeys(roots, upstream_check.TestRun())
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    upstream_check.check(root, work)
+    for copy in ("pristine", "rewritten"):
+        assert (work / copy / "dangling").is_symlink() and (work / copy / "self").is_symlink()
+        assert not (work / copy / ".venv").exists()

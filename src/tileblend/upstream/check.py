@@ -153,22 +153,40 @@ class UsageError(Exception):
     """DIFFUSERS or --work cannot be used as given (exit 2); the message names what the user passed."""
 
 
+# What a copy of a checkout leaves out: version control, caches and virtual environments (a `.venv` can hold gigabytes).
+COPY_IGNORE = shutil.ignore_patterns(".git", "__pycache__", ".venv", "venv", ".tox", ".nox", "*.egg-info")
+# A .tar.gz of diffusers' src, utils and tests expands about 5x; past these, the archive is refused before extracting.
+MAX_EXPANSION, MAX_EXTRACTED_BYTES = 50, 4 * 2**30
+
+
 def extract(source: Path, work: Path) -> Path:
     """The checkout root: `source` itself, or where its `.tar.gz` extracts (a single top-level folder).
 
     Raises:
-        UsageError: `source` is not a tarball, holds an entry that would land outside the extraction folder (`../`,
-            an absolute link: tarfile's "data" filter), does not hold exactly one top-level folder, or what it holds
-            is not a diffusers checkout.
+        UsageError: `source` is not a tarball, is cut short (read to its end before anything is extracted), would
+            expand more than `MAX_EXPANSION` times or past `MAX_EXTRACTED_BYTES`, holds an entry that would land
+            outside the extraction folder (`../`, an absolute link: tarfile's "data" filter), does not hold exactly one
+            top-level folder, or what it holds is not a diffusers checkout; or the checkout holds `work`.
     """
     if source.is_dir():
+        if work.resolve().is_relative_to(source.resolve()):
+            raise UsageError(f"{source}: --work {work} is inside the checkout; put it elsewhere")
         root = source
     else:
         try:
             with tarfile.open(source) as archive:
-                archive.extractall(work / "extracted", filter="data")
+                members = archive.getmembers()  # reads to the end: a truncated archive fails here
+                size = sum(member.size for member in members)
+                if size > MAX_EXTRACTED_BYTES or size > MAX_EXPANSION * source.stat().st_size:
+                    raise UsageError(
+                        f"{source}: refused: it would expand to {size / 2**20:.0f} MiB, "
+                        f"{size / source.stat().st_size:.0f} times its size"
+                    )
+                archive.extractall(work / "extracted", members=members, filter="data")
         except tarfile.ReadError as error:
             raise UsageError(f"{source}: cannot extract it: not a readable tar archive") from error
+        except EOFError as error:
+            raise UsageError(f"{source}: cannot extract it: the archive is cut short") from error
         except (tarfile.TarError, OSError) as error:
             raise UsageError(f"{source}: cannot extract it: {str(error).splitlines()[0]}") from error
         entries = list((work / "extracted").iterdir())
@@ -286,10 +304,13 @@ def check(
         print(f"upstream-check [{number}/{steps}, {elapsed:.0f} s]: {what}", file=sys.stderr, flush=True)
 
     checkout = extract(source, work)
+    if not any(plan.changed for plan in plan_rewrite(checkout, inherit=inherit).files):
+        raise UsageError(f"{source}: nothing to rewrite (already rewritten?): give a pristine checkout")
     step(1, f"copying {source} twice and rewriting one copy")
     roots = {"pristine": work / "pristine", "rewritten": work / "rewritten"}
     for root in roots.values():
-        shutil.copytree(checkout, root, ignore=shutil.ignore_patterns("__pycache__", ".git"))
+        # Links are copied as links: a dangling one, or one to a folder above it, is not followed.
+        shutil.copytree(checkout, root, symlinks=True, ignore=COPY_IGNORE)
     rewrite = plan_rewrite(roots["rewritten"], inherit=inherit)
     apply_rewrite(rewrite)
     result = CheckResult(selection=None if full else selection, inherit=inherit)
