@@ -113,8 +113,10 @@ results: install
 
 # GPU validation in one command, with the machine's own Python (torch with CUDA). Packages it lacks (diffusers...)
 # are installed from the wheel folder WHEELS=DIR. MODELS="image=ID[:SUBFOLDER] video=ID[:SUBFOLDER]": real
-# checkpoints for the decode benchmarks (default: random-weight presets). DEVICE=cpu runs every step at tiny sizes.
-# Outputs: out/gpu-check/ (summary.md, summary.json for `make upstream-pr`).
+# checkpoints for the decode benchmarks (default: random-weight presets). UPSTREAM=path (a pristine diffusers checkout
+# or .tar.gz; needed on CUDA; INHERIT=1 for that layout): the PR's added tests and benchmark script on main and on the
+# branch. DEVICE=cpu runs every step at tiny sizes. Outputs: out/gpu-check/ (summary.md, summary.json for
+# `make upstream-pr`).
 gpu-check:
 	$(PYTHON) utils/gpu_check.py --device $(or $(DEVICE),cuda) $(if $(WHEELS),--wheels $(WHEELS)) \
-		$(if $(MODELS),--models $(MODELS))
+		$(if $(MODELS),--models $(MODELS)) $(if $(UPSTREAM),--upstream $(UPSTREAM)) $(if $(INHERIT),--inherit)

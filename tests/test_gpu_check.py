@@ -3,6 +3,7 @@ sizes, as a machine without a GPU (CI) runs it."""
 
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -47,12 +48,25 @@ def test_models_must_name_a_kind_and_a_checkpoint(gpu_check, word):
         gpu_check.parse_models([word])
 
 
-def test_gpu_check_runs_end_to_end_on_the_cpu(tmp_path):
-    """Every step runs and passes at tiny sizes (the CUDA tests are reported SKIPPED with their count), and the summary
-    holds the decode table the PR draft pastes, with each row's weights named."""
+@pytest.fixture
+def snapshot() -> Path:
+    """The upstream snapshot (shared/upstream); CI has it."""
+    path = REPO.parent / "shared" / "upstream" / "diffusers-main.tar.gz"
+    if not path.is_file():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{path} is missing: CI must run the PR's tests in gpu-check")
+        pytest.skip(f"{path} is absent (see shared/upstream/README.md)")
+    return path
+
+
+def test_gpu_check_runs_end_to_end_on_the_cpu(tmp_path, snapshot):
+    """Every step runs and passes at tiny sizes (the CUDA tests are reported SKIPPED with their count), the summary
+    holds the decode table with each row's weights named, and the PR's added tests and its benchmark script on main and
+    on the branch run in copies of the snapshot."""
     out = tmp_path / "gpu-check"
     command = [sys.executable, str(REPO / "utils" / "gpu_check.py"), "--device", "cpu", "--out", str(out)]
-    completed = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=900)
+    command += ["--upstream", str(snapshot)]
+    completed = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=1200)
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
 
     summary = json.loads((out / "summary.json").read_text())
@@ -66,18 +80,32 @@ def test_gpu_check_runs_end_to_end_on_the_cpu(tmp_path):
         "decode-video-float32",
         "bench-pipeline",
         "upstream-tests",
+        "pr-benchmark",
     ]
     assert statuses["cuda-tests"].startswith("SKIPPED: ") and "need a CUDA device" in statuses["cuda-tests"]
-    # The pull request's added tests ran in a rewritten copy of the snapshot (CI has it); their CUDA-graph cases skip on
-    # a CPU.
-    upstream = statuses.pop("upstream-tests")
-    if (REPO.parent / "shared" / "upstream" / "diffusers-main.tar.gz").is_file():
-        assert re.fullmatch(r"ok \(14 passed; 14 CUDA-graph tests skipped on the CPU\)", upstream)
-    else:
-        assert upstream == "SKIPPED: no --upstream checkout or tarball given"
-    assert all(status == "ok" for name, status in statuses.items() if name != "cuda-tests"), statuses
+    # The PR's added tests ran in the rewritten copy (their CUDA-graph cases skip on a CPU), and its benchmark script
+    # gave identical outputs on main and on the branch.
+    assert re.fullmatch(r"ok \(14 passed; 14 CUDA-graph tests skipped on the CPU\)", statuses["upstream-tests"])
+    assert statuses["pr-benchmark"] == "ok (outputs identical)"
+    runs = summary["pr_benchmark"]["runs"]
+    assert (
+        [line.split(":")[0] for line in runs["main"]]
+        == ["tiled encode", "tiled decode"]
+        == [line.split(":")[0] for line in runs["branch"]]
+    )
+    assert summary["pr_benchmark"]["compare"] == ["latents: identical", "sample: identical"]
+    assert summary["machine"]["torch"]
+    assert all(status.startswith("ok") for name, status in statuses.items() if name != "cuda-tests"), statuses
     table = summary["decode_table"].splitlines()
     assert len(table) == 4  # header, rule, image, video
     assert "random-weight preset `small`" in table[2] and table[2].endswith("| yes |")
     assert "5 frames of 128x128 | random-weight preset `wan-small`" in table[3] and table[3].endswith("| yes |")
     assert summary["decode_table"] in (out / "summary.md").read_text()
+
+
+def test_without_upstream_the_pr_steps_fail_on_cuda_and_skip_on_a_cpu(gpu_check):
+    """On CUDA the PR's own tests and benchmark are what the run is for: without --upstream they fail, not skip."""
+    assert [step.status for step in gpu_check.without_upstream("cuda")] == [
+        "FAIL: no --upstream (UPSTREAM=) given"
+    ] * 2
+    assert [step.status for step in gpu_check.without_upstream("cpu")] == ["SKIPPED: no --upstream given"] * 2

@@ -59,7 +59,19 @@ GPU = {
     "steps": [
         {"name": "verify", "status": "ok", "seconds": 40.4, "command": "python -m tileblend verify", "log": "x"},
         {"name": "upstream-tests", "status": "ok (28 passed)", "seconds": 20.0, "command": "pytest", "log": "y"},
+        {"name": "pr-benchmark", "status": "ok (outputs identical)", "seconds": 30.0, "command": "b", "log": "z"},
     ],
+    "machine": {"name": "NVIDIA H100", "torch": "2.11.0", "cuda": "13.0"},
+    "pr_benchmark": {
+        "weights": "random-weight SD v1 VAE",
+        "size": "1024x1024",
+        "dtype": "float16",
+        "runs": {
+            "main": ["tiled encode: median 10.0 ms", "tiled decode: median 20.0 ms"],
+            "branch": ["tiled encode: median 9.0 ms", "tiled decode: median 15.0 ms"],
+        },
+        "compare": ["latents: identical", "sample: identical"],
+    },
 }
 
 
@@ -132,12 +144,40 @@ def test_the_issue_puts_exact_vs_simple_with_the_measured_table():
 
 def test_drafts_paste_a_gpu_run():
     issue, description = drafts(filled(gpu=GPU))
-    assert "| verify | ok | 40 |" in description and upstream_pr.GPU_NOT_RUN not in description
+    assert "On NVIDIA H100 (torch 2.11.0, CUDA 13.0):" in description and upstream_pr.GPU_NOT_RUN not in description
+    assert "`pytest tests/models/autoencoders -k TilingBlend -rs`): ok (28 passed)." in description
+    assert "      main:   tiled decode: median 20.0 ms" in description
+    assert "      branch: tiled decode: median 15.0 ms" in description
+    assert "      --compare: sample: identical" in description
     assert "A `make gpu-check` run on cuda is attached" in issue
-    assert "and on cuda, where the added tests pass (`upstream-tests` in the GPU section)" in description
-    failed = GPU | {"steps": [GPU["steps"][0] | {"name": "upstream-tests", "status": "FAIL (1 failed)"}]}
-    _, description = drafts(filled(gpu=failed))
-    assert "untested on CUDA: the GPU run's `upstream-tests` step says FAIL (1 failed)" in description
+    assert "and on cuda, where the added tests pass (see GPU below)" in description
+
+
+@pytest.mark.parametrize(
+    "change, why",
+    [
+        ({"device": "cpu"}, "it ran on cpu, not on CUDA"),
+        (
+            {"steps": [GPU["steps"][1] | {"status": "FAIL (1 failed)"}, GPU["steps"][2]]},
+            "upstream-tests: FAIL (1 failed)",
+        ),
+        ({"steps": GPU["steps"][:2]}, "pr-benchmark: not run"),
+    ],
+    ids=["cpu-run", "added-tests-fail", "no-benchmark"],
+)
+def test_only_a_cuda_run_of_the_prs_tests_and_benchmark_backs_the_description(tmp_path, capsys, change, why):
+    assert upstream_pr.gpu_ready(GPU) is None
+    assert upstream_pr.gpu_ready(GPU | change) == why
+    checkout = make_checkout(tmp_path / "diffusers")
+    vae = checkout / "src" / "diffusers" / "models" / "autoencoders" / "vae.py"
+    before = vae.read_bytes()
+    gpu = tmp_path / "gpu.json"
+    gpu.write_text(json.dumps(GPU | change))
+    arguments = [*required_json(tmp_path), "--issue", "1", "--gpu-json", str(gpu)]
+    assert upstream_pr.main([str(checkout), *arguments]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.rstrip().endswith(why)
+    assert vae.read_bytes() == before
 
 
 def test_drafts_refuse_a_missing_number():
@@ -214,7 +254,8 @@ def test_the_pr_description_needs_a_gpu_run(tmp_path, capsys):
     before = vae.read_bytes()
     assert upstream_pr.main([str(checkout), *required_json(tmp_path), "--issue", "123"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "needs a GPU run: `make gpu-check`" in err
+    assert err.count("\n") == 1 and "needs a `make gpu-check UPSTREAM=...` run on CUDA" in err
+    assert err.rstrip().endswith("there is none")
     assert vae.read_bytes() == before
 
 

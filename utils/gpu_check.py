@@ -21,10 +21,14 @@ command has them):
    frames), otherwise the random-weight presets of the same architectures (`sd`: SD's VAE at 1024x1024, `wan`: Wan
    2.1's). On a CPU: float32 at tiny sizes.
 6. `bench-pipeline`: `tileblend bench pipeline --preset sd`, 1 pair in float16 on CUDA (the small preset on a CPU).
-7. `upstream-tests`: the tests the pull request adds, on the device: a copy of `--upstream` (a diffusers checkout or
-   a .tar.gz of one; default ../shared/upstream/diffusers-main.tar.gz when present) rewritten by `tileblend rewrite`,
-   then its `pytest tests/models/autoencoders -k TilingBlend` with `DIFFUSERS_TEST_DEVICE` set to the device. On CUDA
-   every one must run (a skip fails the step); on a CPU the CUDA-graph ones skip and the summary says how many.
+7. `upstream-tests`: the tests the pull request adds, on the device: a copy of `--upstream` (the pristine diffusers
+   checkout, or a .tar.gz of one, the pull request is made from; needed on CUDA) rewritten by `tileblend rewrite`
+   (`--inherit`: in that layout), then the `TilingBlend` tests of the test files the rewrite edits, with
+   `DIFFUSERS_TEST_DEVICE` set to the device. On CUDA every one must run (a skip fails the step); on a CPU the
+   CUDA-graph ones skip and the summary says how many.
+8. `pr-benchmark`: the pull request's benchmark script (`tileblend/upstream/tiled_vae_benchmark.py`, stock diffusers
+   only) on a saved random-weight SD VAE (a small one on a CPU), run with the pristine copy's diffusers (main) and with
+   the rewritten one's (the branch), then `--compare`: the times of both and whether their outputs are identical.
 
 `summary.md` and `summary.json` list each step's status, time, command and log, then one table of the decode
 benchmarks (weights, dtype, medians, speedup, peak memory, bitwise equality) in the form the PR draft pastes
@@ -46,7 +50,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUIRED = {"diffusers": "diffusers", "transformers": "transformers", "matplotlib": "matplotlib"}
-REQUIRED |= {"hypothesis": "hypothesis", "pytest": "pytest"}
+REQUIRED |= {"hypothesis": "hypothesis", "pytest": "pytest", "parameterized": "parameterized"}
 """Import name -> distribution name of every package the steps need besides torch."""
 BUDGET_S = 10 * 60
 TINY_CPU = ["--size", "128", "--pairs", "1", "--reps", "1", "--threads", "1"]
@@ -73,8 +77,8 @@ CHECKPOINTS = {"image": "stabilityai/sdxl-vae", "video": "Wan-AI/Wan2.1-T2V-1.3B
 DECODE_RUNS = {"preset": ["--pairs", "2", "--reps", "3"], "checkpoint": ["--pairs", "1", "--reps", "2"]}
 """A/B processes and timed calls of a decode step on CUDA: fewer for real-size checkpoints (81-frame clips)."""
 TIMEOUTS_S = {"verify": 240, "bench-blend": 180, "decode": 150, "bench-pipeline": 150, "upstream-tests": 180}
-UPSTREAM = ROOT.parent / "shared" / "upstream" / "diffusers-main.tar.gz"
-"""The snapshot of upstream diffusers the pull request is built against, where the checkout has it."""
+PR_BENCHMARK = {"cuda": (1024, "float16"), "cpu": (128, "float32")}
+"""Output size and dtype of the pull request's benchmark script per device."""
 
 
 def decode_steps(device: str, models: dict[str, str]) -> dict[str, list[str]]:
@@ -174,30 +178,53 @@ def junit_counts(report: Path) -> tuple[dict[str, int], list[str]]:
     return counts, [skipped.get("message", "") for skipped in suite.iter("skipped")]
 
 
-def step_upstream_tests(out: Path, device: str, upstream: Path | None) -> Step:
-    """The tests the pull request adds, run on the device in a rewritten copy of `upstream`."""
-    if upstream is None:
-        return Step("upstream-tests", "SKIPPED: no --upstream checkout or tarball given", 0.0, "", "")
+def without_upstream(device: str) -> list[Step]:
+    """The pull request's steps without --upstream: failed on CUDA (they are what a GPU run is for), skipped on a CPU."""
+    status = "FAIL: no --upstream (UPSTREAM=) given" if device == "cuda" else "SKIPPED: no --upstream given"
+    return [Step(name, status, 0.0, "", "") for name in ("upstream-tests", "pr-benchmark")]
+
+
+def upstream_copies(out: Path, upstream: Path, inherit: bool) -> tuple[Path, Path, Step | None]:
+    """A pristine (main) and a rewritten (the pull request) copy of `upstream` under `out/upstream`, and a failed
+    `Step` when the rewrite fails."""
     import shutil
     import tarfile
 
-    tree = out / "upstream"
-    shutil.rmtree(tree, ignore_errors=True)
-    if upstream.is_dir():
-        shutil.copytree(upstream, tree / upstream.name, ignore=shutil.ignore_patterns(".git", "__pycache__"))
-    else:
-        with tarfile.open(upstream) as archive:
-            archive.extractall(tree, filter="data")
-    checkout = next(tree.iterdir())
-    rewrite = [sys.executable, "-m", "tileblend", "rewrite", str(checkout)]
-    code, rewrite_s = run_command("upstream-rewrite", rewrite, out, timeout_s=120)
-    if code != 0:
-        return Step("upstream-tests", f"FAIL: the rewrite (exit {code})", rewrite_s, " ".join(rewrite), "")
+    copies = {}
+    for name in ("main", "branch"):
+        tree = out / "upstream" / name
+        shutil.rmtree(tree, ignore_errors=True)
+        if upstream.is_dir():
+            shutil.copytree(upstream, tree / upstream.name, ignore=shutil.ignore_patterns(".git", "__pycache__"))
+        else:
+            with tarfile.open(upstream) as archive:
+                archive.extractall(tree, filter="data")
+        copies[name] = next(tree.iterdir())
+    rewrite = [sys.executable, "-m", "tileblend", "rewrite", str(copies["branch"])] + (
+        ["--inherit"] if inherit else []
+    )
+    code, seconds = run_command("upstream-rewrite", rewrite, out, timeout_s=120)
+    failed = (
+        None
+        if code == 0
+        else Step("upstream-tests", f"FAIL: the rewrite (exit {code})", seconds, " ".join(rewrite), "")
+    )
+    return copies["main"], copies["branch"], failed
+
+
+def step_upstream_tests(out: Path, device: str, branch: Path) -> Step:
+    """The tests the pull request adds (the `TilingBlend` classes of the test files it edits), run on the device in
+    the rewritten copy."""
+    files = sorted(
+        str(path.relative_to(branch))
+        for path in (branch / "tests" / "models" / "autoencoders").glob("test_models_*.py")
+        if "TilingBlend(" in path.read_text(encoding="utf-8")
+    )
     report = out / "upstream-tests.xml"
-    command = [sys.executable, "-m", "pytest", "tests/models/autoencoders", "-k", "TilingBlend", "-rs"]
-    command += ["-p", "no:cacheprovider", f"--junitxml={report}"]
-    env = {"PYTHONPATH": str(checkout / "src"), "DIFFUSERS_TEST_DEVICE": device}
-    code, seconds = run_command("upstream-tests", command, out, TIMEOUTS_S["upstream-tests"], cwd=checkout, env=env)
+    command = [sys.executable, "-m", "pytest", *files, "-k", "TilingBlend", "-rs", "-p", "no:cacheprovider"]
+    command += [f"--junitxml={report}"]
+    env = {"PYTHONPATH": str(branch / "src"), "DIFFUSERS_TEST_DEVICE": device}
+    code, seconds = run_command("upstream-tests", command, out, TIMEOUTS_S["upstream-tests"], cwd=branch, env=env)
     counts, skip_reasons = junit_counts(report)
     ran = counts["tests"] - counts["skipped"]
     if code != 0 or counts["failures"] or counts["errors"] or ran == 0:
@@ -207,8 +234,43 @@ def step_upstream_tests(out: Path, device: str, upstream: Path | None) -> Step:
     else:
         cuda_skips = sum("CUDA" in reason for reason in skip_reasons)
         status = f"ok ({ran} passed; {cuda_skips} CUDA-graph tests skipped on the CPU)"
-    shown = f"{' '.join(rewrite)}; cd {checkout} && {' '.join(command)}"
-    return Step("upstream-tests", status, rewrite_s + seconds, shown, "upstream-rewrite.log, upstream-tests.log")
+    return Step("upstream-tests", status, seconds, f"cd {branch} && {' '.join(command)}", "upstream-tests.log")
+
+
+def step_pr_benchmark(out: Path, device: str, main: Path, branch: Path) -> tuple[Step, dict]:
+    """The pull request's benchmark script (`tileblend/upstream/tiled_vae_benchmark.py`, stock diffusers only) on a
+    saved random-weight SD VAE, once with main's diffusers and once with the branch's, then `--compare`; returns the
+    step and what the PR's GPU section shows of it (each run's lines, the comparison)."""
+    script = ROOT / "src" / "tileblend" / "upstream" / "tiled_vae_benchmark.py"
+    checkpoint = out / "pr-benchmark-vae"
+    size, dtype = PR_BENCHMARK[device]
+    config = "SD_VAE_CONFIG" if device == "cuda" else 'SMALL_VAE_CONFIG | {"sample_size": 64}'  # tiles of 64 px
+    save = (
+        "import sys, torch; from diffusers import AutoencoderKL; "
+        "from tileblend.bench.decode import SD_VAE_CONFIG, SMALL_VAE_CONFIG; "
+        f"torch.manual_seed(0); AutoencoderKL(**{config}).save_pretrained(sys.argv[1])"
+    )
+    code, total = run_command("pr-benchmark-vae", [sys.executable, "-c", save, str(checkpoint)], out, timeout_s=120)
+    shown = {"weights": "random-weight SD v1 VAE" if device == "cuda" else "small random-weight VAE", "runs": {}}
+    shown |= {"size": f"{size}x{size}", "dtype": dtype}
+    commands = []
+    for name, tree in (("main", main), ("branch", branch)):
+        command = [sys.executable, str(script), "--model", str(checkpoint), "--device", device, "--dtype", dtype]
+        command += ["--height", str(size), "--width", str(size), "--output", str(out / f"pr-benchmark-{name}.pt")]
+        code, seconds = run_command(f"pr-benchmark-{name}", command, out, 300, env={"PYTHONPATH": str(tree / "src")})
+        total += seconds
+        commands.append(" ".join(command))
+        lines = (out / f"pr-benchmark-{name}.log").read_text(encoding="utf-8").splitlines()
+        shown["runs"][name] = [line for line in lines if line.startswith("tiled ")]
+        if code != 0:
+            return Step("pr-benchmark", f"FAIL: the {name} run (exit {code})", total, " && ".join(commands), ""), shown
+    compare = [sys.executable, str(script), "--compare", str(out / "pr-benchmark-main.pt")]
+    compare += [str(out / "pr-benchmark-branch.pt")]
+    code, seconds = run_command("pr-benchmark-compare", compare, out, timeout_s=120)
+    shown["compare"] = (out / "pr-benchmark-compare.log").read_text(encoding="utf-8").splitlines()[1:]
+    status = "ok (outputs identical)" if code == 0 else "FAIL: main and the branch give different outputs"
+    logs = "pr-benchmark-main.log, pr-benchmark-branch.log, pr-benchmark-compare.log"
+    return Step("pr-benchmark", status, total + seconds, " && ".join([*commands, " ".join(compare)]), logs), shown
 
 
 def step_cuda_tests(out: Path, device: str) -> Step:
@@ -267,7 +329,15 @@ def decode_table(out: Path, names: list[str]) -> str:
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
-def write_summary(out: Path, device: str, steps: list[Step], total_s: float) -> None:
+def machine(device: str) -> dict:
+    """The device's name and the versions of torch and CUDA that ran."""
+    import torch
+
+    name = torch.cuda.get_device_name() if device == "cuda" else "CPU"
+    return {"name": name, "torch": torch.__version__, "cuda": torch.version.cuda}
+
+
+def write_summary(out: Path, device: str, steps: list[Step], total_s: float, pr_benchmark: dict | None = None) -> None:
     lines = [
         f"# tileblend gpu-check on {device}",
         "",
@@ -287,7 +357,7 @@ def write_summary(out: Path, device: str, steps: list[Step], total_s: float) -> 
     ]
     (out / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     record = {"device": device, "total_s": total_s, "steps": [asdict(step) for step in steps]}
-    record["decode_table"] = table
+    record |= {"decode_table": table, "pr_benchmark": pr_benchmark or {}, "machine": machine(device)}
     (out / "summary.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
     print("\n" + "\n".join(lines))
 
@@ -307,9 +377,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--upstream",
         type=Path,
-        default=UPSTREAM if UPSTREAM.is_file() else None,
-        help="the diffusers checkout or .tar.gz whose rewrite's added tests to run (default: the snapshot, if present)",
+        help="the pristine diffusers checkout (or .tar.gz of one) the pull request is made from: its rewrite's added "
+        "tests and the benchmark script on main and on the branch run on the device (needed on CUDA)",
     )
+    parser.add_argument("--inherit", action="store_true", help="rewrite --upstream in the --inherit layout")
     args = parser.parse_args(argv)
     models = parse_models(args.models)
     out = Path(args.out).resolve()
@@ -337,10 +408,18 @@ def main(argv: list[str] | None = None) -> int:
             arguments += ["--plot", str(out / f"{name}.png")]
         timeout_s = TIMEOUTS_S["decode" if name.startswith("decode-") else name]
         steps.append(step_command(name, arguments, out, timeout_s=timeout_s))
-    steps.append(step_upstream_tests(out, args.device, args.upstream))
+    pr_benchmark = {}
+    if args.upstream is None:
+        steps += without_upstream(args.device)
+    else:
+        main_tree, branch, failed = upstream_copies(out, args.upstream.resolve(), args.inherit)
+        steps.append(failed or step_upstream_tests(out, args.device, branch))
+        if failed is None:
+            step, pr_benchmark = step_pr_benchmark(out, args.device, main_tree, branch)
+            steps.append(step)
 
     total_s = time.perf_counter() - started
-    write_summary(out, args.device, steps, total_s)
+    write_summary(out, args.device, steps, total_s, pr_benchmark)
     return 1 if any(step.status.startswith("FAIL") for step in steps) else 0
 
 

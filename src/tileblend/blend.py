@@ -35,7 +35,8 @@ def blend_v(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor
     """
     Blends the last `blend_extent` rows of `a` into the first rows of `b`: with `n` the extent clipped to both
     tiles, row `y` of `b` becomes `a`'s row `y - n` times `1 - y / n` plus its own times `y / n`. `b` is modified
-    in place and returned; the result is bit for bit that of computing each row with those Python floats.
+    in place and returned; for extents up to 4096, the result is bit for bit that of computing each row with those
+    Python floats.
     """
     blend_extent = min(a.shape[-2], b.shape[-2], blend_extent)
     if blend_extent <= 0:
@@ -57,8 +58,8 @@ def blend_h(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor
     """
     Blends the last `blend_extent` columns of `a` into the first columns of `b`: with `n` the extent clipped to
     both tiles, column `x` of `b` becomes `a`'s column `x - n` times `1 - x / n` plus its own times `x / n`. `b` is
-    modified in place and returned; the result is bit for bit that of computing each column with those Python
-    floats.
+    modified in place and returned; for extents up to 4096, the result is bit for bit that of computing each column
+    with those Python floats.
     """
     blend_extent = min(a.shape[-1], b.shape[-1], blend_extent)
     if blend_extent <= 0:
@@ -80,8 +81,8 @@ def blend_t(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor
     """
     Blends the last `blend_extent` frames of `a` into the first frames of `b`: with `n` the extent clipped to both
     tiles, frame `x` of `b` becomes `a`'s frame `x - n` times `1 - x / n` plus its own times `x / n`. `b` is
-    modified in place and returned; the result is bit for bit that of computing each frame with those Python
-    floats.
+    modified in place and returned; for extents up to 4096, the result is bit for bit that of computing each frame
+    with those Python floats.
     """
     blend_extent = min(a.shape[-3], b.shape[-3], blend_extent)
     if blend_extent <= 0:

@@ -151,24 +151,45 @@ def check_numbers(check: CheckResult, inherit: bool) -> dict:
     }
 
 
+PR_STEPS = ("upstream-tests", "pr-benchmark")
+"""The steps of `make gpu-check UPSTREAM=...` that run this pull request's own tests and benchmark on the device."""
+
+
+def gpu_ready(summary: dict) -> str | None:
+    """Why `summary` (`make gpu-check`'s summary.json) cannot back the PR description, or None when it can: a run on
+    CUDA whose `PR_STEPS` passed."""
+    statuses = {step["name"]: step["status"] for step in summary["steps"]}
+    if summary["device"] != "cuda":
+        return f"it ran on {summary['device']}, not on CUDA"
+    failed = [
+        f"{name}: {statuses.get(name, 'not run')}" for name in PR_STEPS if not statuses.get(name, "").startswith("ok")
+    ]
+    return "; ".join(failed) or None
+
+
 def gpu_numbers(summary: dict | None) -> dict:
-    """The GPU section of the PR (the table of `make gpu-check`'s summary.json, or what has not been measured) and the
-    sentence the coordination issue says of it."""
+    """The GPU section of the PR from `make gpu-check`'s summary.json (the added tests on the device, and the
+    benchmark script with main's diffusers and with the branch's), and the sentences the drafts say of it."""
     if summary is None:
         return {"gpu_results": GPU_NOT_RUN, "gpu_status": GPU_NOT_RUN, "cuda_exactness": CUDA_NOT_RUN}
-    rows = [f"| {step['name']} | {step['status']} | {step['seconds']:.0f} |" for step in summary["steps"]]
-    commands = [f"- {step['name']}: `{step['command']}`" for step in summary["steps"] if step["command"]]
-    lines = [f"`make gpu-check` on {summary['device']} ({summary['total_s']:.0f} s):", ""]
-    lines += ["| step | status | seconds |", "| --- | --- | ---: |", *rows, "", "Commands:", "", *commands]
-    if summary.get("decode_table"):
-        lines += ["", "Tiled decode, the loops vs this PR (medians; speedup: median of the paired runs):", ""]
-        lines.append(summary["decode_table"])
+    statuses = {step["name"]: step["status"] for step in summary["steps"]}
     status = f"A `make gpu-check` run on {summary['device']} is attached to the PR draft; nothing beyond it was run."
-    added = next((step["status"] for step in summary["steps"] if step["name"] == "upstream-tests"), "not in the run")
-    if added.startswith("ok"):
-        exactness = f"and on {summary['device']}, where the added tests pass (`upstream-tests` in the GPU section)"
-    else:
-        exactness = f"{CUDA_NOT_RUN}: the GPU run's `upstream-tests` step says {added}"
+    if gpu_ready(summary) is not None:
+        return {"gpu_results": GPU_NOT_RUN, "gpu_status": status, "cuda_exactness": CUDA_NOT_RUN}
+    machine, benchmark = summary["machine"], summary["pr_benchmark"]
+    lines = [
+        f"On {machine['name']} (torch {machine['torch']}, CUDA {machine['cuda']}):",
+        "",
+        f"- The added tests on CUDA, in this branch (`pytest tests/models/autoencoders -k TilingBlend -rs`): "
+        f"{statuses['upstream-tests']}.",
+        f"- `benchmark_tiled_vae.py` on a saved {benchmark['weights']} at {benchmark['size']} in {benchmark['dtype']},"
+        " with main's diffusers and with this branch's:",
+        "",
+        *[f"      main:   {line}" for line in benchmark["runs"]["main"]],
+        *[f"      branch: {line}" for line in benchmark["runs"]["branch"]],
+        *[f"      --compare: {line}" for line in benchmark["compare"]],
+    ]
+    exactness = f"and on {summary['device']}, where the added tests pass (see GPU below)"
     return {"gpu_results": "\n".join(lines), "gpu_status": status, "cuda_exactness": exactness}
 
 
@@ -225,13 +246,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--issue", type=int, help="the coordination issue's number: also print the PR description")
     args = parser.parse_args(argv)
     # Every JSON file is read before anything is written: a missing, stale or malformed one stops the run here.
-    if args.issue is not None and args.gpu_json is None:
-        print(
-            "upstream-pr: error: the PR description needs a GPU run: `make gpu-check` on a CUDA machine writes "
-            "out/gpu-check/summary.json",
-            file=sys.stderr,
-        )
-        return 2
+    if args.issue is not None:
+        why = "there is none" if args.gpu_json is None else None
+        if why is None:
+            try:
+                why = gpu_ready(read_json(args.gpu_json))
+            except (OSError, ValueError, LookupError, TypeError) as error:
+                why = f"{args.gpu_json} is not one `make gpu-check` writes ({error!r})"
+        if why is not None:
+            print(
+                "upstream-pr: error: the PR description needs a `make gpu-check UPSTREAM=...` run on CUDA whose "
+                f"upstream-tests and pr-benchmark steps pass: {why}",
+                file=sys.stderr,
+            )
+            return 2
     for flag, command in REQUIRED_JSON.items():
         path = getattr(args, flag.removeprefix("--").replace("-", "_"))
         if path is None or not path.is_file():

@@ -117,7 +117,7 @@ class {MIXIN_NAME}:
         for name, values in overlaps.items():
             assert max(values, default=0) > 0, f"The tiling inputs must span two tiles that {{name}} blends."
         assert any(value & (value - 1) for values in overlaps.values() for value in values), (
-            "An overlap must not be a power of two."
+            "At least one overlap must not be a power of two."
         )
 
         # MPS has neither float64 nor, in the tests, bfloat16.
