@@ -14,7 +14,7 @@ from test_rewrite import RUFF_CONFIG
 from tileblend.upstream import check as upstream_check
 from tileblend.upstream import pr as upstream_pr
 from tileblend.upstream.model_files import FileKind, FileRewrite, MethodId
-from tileblend.upstream.rewrite import TreeRewrite
+from tileblend.upstream.rewrite import TreeRewrite, plan_rewrite
 
 
 pytestmark = pytest.mark.slow  # starts processes: not in the fast tier (`-m 'not slow'`)
@@ -50,9 +50,11 @@ REWRITE = {
     "added": 30,
     "removed": 10,
     "rewrite_command": "tileblend rewrite .",
+    "layout_name": "copies",
     "ruff": "clean",
     "untested_classes": "UNTESTED SENTENCE.",
 }
+CHANGE = {"layout": "copies", "digest": "d" * 64}
 GPU = {
     "device": "cuda",
     "total_s": 301.2,
@@ -62,15 +64,22 @@ GPU = {
         {"name": "pr-benchmark", "status": "ok (outputs identical)", "seconds": 30.0, "command": "b", "log": "z"},
     ],
     "machine": {"name": "NVIDIA H100", "torch": "2.11.0", "cuda": "13.0"},
-    "pr_benchmark": {
-        "weights": "random-weight SD v1 VAE",
-        "size": "1024x1024",
-        "dtype": "float16",
-        "runs": {
-            "main": ["tiled encode: median 10.0 ms", "tiled decode: median 20.0 ms"],
-            "branch": ["tiled encode: median 9.0 ms", "tiled decode: median 15.0 ms"],
+    "pr": {
+        "change": CHANGE | {"version": "9.9.9", "files": 33},
+        "tests": {
+            "command": "pytest tests/models/autoencoders/test_models_autoencoder_kl.py -k TilingBlend -rs",
+            "pytest": "28 passed in 12.00s",
         },
-        "compare": ["latents: identical", "sample: identical"],
+        "benchmark": {
+            "weights": "random-weight SD v1 VAE",
+            "size": "1024x1024",
+            "dtype": "float16",
+            "runs": {
+                "main": ["tiled encode: median 10.0 ms", "tiled decode: median 20.0 ms"],
+                "branch": ["tiled encode: median 9.0 ms", "tiled decode: median 15.0 ms"],
+            },
+            "compare": ["latents: identical", "sample: identical"],
+        },
     },
 }
 
@@ -96,7 +105,8 @@ def drafts(numbers) -> tuple[str, str]:
 
 def filled(check=CHECK, gpu=None) -> dict:
     """Every placeholder: the rewrite's (REWRITE), then those of a check run, the exactness table and a GPU run."""
-    numbers = REWRITE | upstream_pr.check_numbers(check, False) | upstream_pr.gpu_numbers(gpu)
+    why = None if gpu is None else upstream_pr.gpu_ready(gpu, CHANGE)
+    numbers = REWRITE | upstream_pr.check_numbers(check, False) | upstream_pr.gpu_numbers(gpu, why)
     return numbers | upstream_pr.exactness_numbers(EXACTNESS) | {"issue": 123}
 
 
@@ -144,13 +154,21 @@ def test_the_issue_puts_exact_vs_simple_with_the_measured_table():
 
 def test_drafts_paste_a_gpu_run():
     issue, description = drafts(filled(gpu=GPU))
-    assert "On NVIDIA H100 (torch 2.11.0, CUDA 13.0):" in description and upstream_pr.GPU_NOT_RUN not in description
-    assert "`pytest tests/models/autoencoders -k TilingBlend -rs`): ok (28 passed)." in description
+    assert (
+        "On NVIDIA H100 (torch 2.11.0, CUDA 13.0), diffusers 9.9.9 with this change in the copies layout"
+        in description
+    )
+    assert "(33 files, SHA-256 dddddddddddddddd)" in description and upstream_pr.GPU_NOT_RUN not in description
+    assert (
+        "`pytest tests/models/autoencoders/test_models_autoencoder_kl.py -k TilingBlend -rs`: 28 passed in"
+        in description
+    )
     assert "      main:   tiled decode: median 20.0 ms" in description
     assert "      branch: tiled decode: median 15.0 ms" in description
     assert "      --compare: sample: identical" in description
-    assert "A `make gpu-check` run on cuda is attached" in issue
-    assert "and on cuda, where the added tests pass (see GPU below)" in description
+    assert "On CUDA (NVIDIA H100, `make gpu-check`), the added tests pass" in issue
+    assert "(tested on a CPU and on CUDA, below)" in " ".join(description.split())
+    assert "(tested on a CPU and on CUDA);" in " ".join(issue.split())
 
 
 @pytest.mark.parametrize(
@@ -162,21 +180,34 @@ def test_drafts_paste_a_gpu_run():
             "upstream-tests: FAIL (1 failed)",
         ),
         ({"steps": GPU["steps"][:2]}, "pr-benchmark: not run"),
+        (
+            {"pr": GPU["pr"] | {"change": GPU["pr"]["change"] | {"digest": "e" * 64}}},
+            "it ran on another change (diffusers 9.9.9, copies layout): rerun it with UPSTREAM= this checkout and the "
+            "same layout",
+        ),
     ],
-    ids=["cpu-run", "added-tests-fail", "no-benchmark"],
+    ids=["cpu-run", "added-tests-fail", "no-benchmark", "another-change"],
 )
-def test_only_a_cuda_run_of_the_prs_tests_and_benchmark_backs_the_description(tmp_path, capsys, change, why):
-    assert upstream_pr.gpu_ready(GPU) is None
-    assert upstream_pr.gpu_ready(GPU | change) == why
-    checkout = make_checkout(tmp_path / "diffusers")
-    vae = checkout / "src" / "diffusers" / "models" / "autoencoders" / "vae.py"
+def test_only_a_cuda_run_of_this_changes_tests_and_benchmark_backs_the_description(change, why):
+    assert upstream_pr.gpu_ready(GPU, CHANGE) is None
+    assert upstream_pr.gpu_ready(GPU | change, CHANGE) == why
+    issue, _ = drafts(filled(gpu=GPU | change))
+    assert f"The GPU run so far does not back the PR: {why}." in " ".join(issue.split())
+    assert "(tested on a CPU only; untested on CUDA);" in " ".join(issue.split())
+
+
+def test_main_refuses_the_description_without_a_run_of_this_change(installed_checkout, tmp_path, capsys):
+    """A CUDA run whose steps passed, but on another rewrite: refused, one line, nothing written."""
+    vae = installed_checkout / "src" / "diffusers" / "models" / "autoencoders" / "vae.py"
     before = vae.read_bytes()
     gpu = tmp_path / "gpu.json"
-    gpu.write_text(json.dumps(GPU | change))
-    arguments = [*required_json(tmp_path), "--issue", "1", "--gpu-json", str(gpu)]
-    assert upstream_pr.main([str(checkout), *arguments]) == 2
+    gpu.write_text(json.dumps(GPU))
+    assert (
+        upstream_pr.main([str(installed_checkout), *required_json(tmp_path), "--issue", "1", "--gpu-json", str(gpu)])
+        == 2
+    )
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.rstrip().endswith(why)
+    assert err.count("\n") == 1 and "it ran on another change" in err
     assert vae.read_bytes() == before
 
 
@@ -289,8 +320,10 @@ def installed_checkout(tmp_path_factory) -> Path:
 
 
 def test_main_rewrites_and_prints_both_drafts(installed_checkout, tmp_path, capsys):
+    # A GPU run of this very change: the fingerprint of the rewrite of this checkout.
+    change = upstream_pr.planned_change(plan_rewrite(installed_checkout), False)
     gpu = tmp_path / "gpu.json"
-    gpu.write_text(json.dumps(GPU))
+    gpu.write_text(json.dumps(GPU | {"pr": GPU["pr"] | {"change": GPU["pr"]["change"] | change}}))
     arguments = [*required_json(tmp_path), "--issue", "123", "--gpu-json", str(gpu)]
     assert upstream_pr.main([str(installed_checkout), *arguments]) == 0
     out = capsys.readouterr().out

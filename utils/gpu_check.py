@@ -212,6 +212,33 @@ def upstream_copies(out: Path, upstream: Path, inherit: bool) -> tuple[Path, Pat
     return copies["main"], copies["branch"], failed
 
 
+def rewrite_identity(main: Path, branch: Path, inherit: bool) -> dict:
+    """Which change the PR steps ran on: the checkout's diffusers version, the layout, and the fingerprint of the files
+    the rewrite changed (`tileblend.upstream.change_digest`, which `make upstream-pr` compares with its own rewrite)."""
+    import re
+
+    sys.path.insert(0, str(ROOT / "src"))
+    from tileblend.upstream.change_digest import change_digest
+
+    changed = {}
+    for path in sorted(branch.rglob("*")):
+        relative = path.relative_to(branch)
+        if path.is_file() and not path.is_symlink() and "__pycache__" not in relative.parts:
+            data, before = path.read_bytes(), main / relative
+            if not before.is_file() or before.read_bytes() != data:
+                changed[relative.as_posix()] = data
+    init = (branch / "src" / "diffusers" / "__init__.py").read_text(encoding="utf-8")
+    version = re.search(r'^__version__ = "([^"]+)"', init, flags=re.MULTILINE).group(1)
+    layout = "inherit" if inherit else "copies"
+    return {"version": version, "layout": layout, "files": len(changed), "digest": change_digest(changed)}
+
+
+def pytest_summary(log: Path) -> str:
+    """The last line of pytest's output in `log`: its counts and time (e.g. "28 passed in 12.31s")."""
+    lines = [line.strip("= ") for line in log.read_text(encoding="utf-8").splitlines() if line.startswith("===")]
+    return lines[-1] if lines else ""
+
+
 def step_upstream_tests(out: Path, device: str, branch: Path) -> Step:
     """The tests the pull request adds (the `TilingBlend` classes of the test files it edits), run on the device in
     the rewritten copy."""
@@ -234,7 +261,7 @@ def step_upstream_tests(out: Path, device: str, branch: Path) -> Step:
     else:
         cuda_skips = sum("CUDA" in reason for reason in skip_reasons)
         status = f"ok ({ran} passed; {cuda_skips} CUDA-graph tests skipped on the CPU)"
-    return Step("upstream-tests", status, seconds, f"cd {branch} && {' '.join(command)}", "upstream-tests.log")
+    return Step("upstream-tests", status, seconds, " ".join(["pytest", *command[3:-1]]), "upstream-tests.log")
 
 
 def step_pr_benchmark(out: Path, device: str, main: Path, branch: Path) -> tuple[Step, dict]:
@@ -337,7 +364,7 @@ def machine(device: str) -> dict:
     return {"name": name, "torch": torch.__version__, "cuda": torch.version.cuda}
 
 
-def write_summary(out: Path, device: str, steps: list[Step], total_s: float, pr_benchmark: dict | None = None) -> None:
+def write_summary(out: Path, device: str, steps: list[Step], total_s: float, pr: dict | None = None) -> None:
     lines = [
         f"# tileblend gpu-check on {device}",
         "",
@@ -357,7 +384,7 @@ def write_summary(out: Path, device: str, steps: list[Step], total_s: float, pr_
     ]
     (out / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     record = {"device": device, "total_s": total_s, "steps": [asdict(step) for step in steps]}
-    record |= {"decode_table": table, "pr_benchmark": pr_benchmark or {}, "machine": machine(device)}
+    record |= {"decode_table": table, "pr": pr or {}, "machine": machine(device)}
     (out / "summary.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
     print("\n" + "\n".join(lines))
 
@@ -408,18 +435,21 @@ def main(argv: list[str] | None = None) -> int:
             arguments += ["--plot", str(out / f"{name}.png")]
         timeout_s = TIMEOUTS_S["decode" if name.startswith("decode-") else name]
         steps.append(step_command(name, arguments, out, timeout_s=timeout_s))
-    pr_benchmark = {}
+    pr = {}  # what the PR's GPU section shows: the change that ran, its tests' result, its benchmark
     if args.upstream is None:
         steps += without_upstream(args.device)
     else:
         main_tree, branch, failed = upstream_copies(out, args.upstream.resolve(), args.inherit)
         steps.append(failed or step_upstream_tests(out, args.device, branch))
         if failed is None:
-            step, pr_benchmark = step_pr_benchmark(out, args.device, main_tree, branch)
+            tests = steps[-1]
+            step, benchmark = step_pr_benchmark(out, args.device, main_tree, branch)
             steps.append(step)
+            pr = {"change": rewrite_identity(main_tree, branch, args.inherit), "benchmark": benchmark}
+            pr["tests"] = {"command": tests.command, "pytest": pytest_summary(out / "upstream-tests.log")}
 
     total_s = time.perf_counter() - started
-    write_summary(out, args.device, steps, total_s, pr_benchmark)
+    write_summary(out, args.device, steps, total_s, pr)
     return 1 if any(step.status.startswith("FAIL") for step in steps) else 0
 
 

@@ -9,4 +9,7 @@
 - `copies`: the "Copied from" checker for trees without upstream's (`utils/check_copies.py`).
 - `check`: judges the rewrite with upstream's own tools on copies of a checkout (`make upstream-check`).
 - `pr`: writes the rewrite and drafts the coordination issue and the PR description (`make upstream-pr`).
+- `change_digest`: the fingerprint of a rewrite, matching a GPU run's rewritten checkout to the one `pr` writes.
+- `simple_blend`: the exact blend against the simple one on real-size tiled decodes (`make exact-vs-simple`).
+- `tiled_vae_benchmark`: the stock-diffusers benchmark script the PR asks maintainers to rerun.
 """

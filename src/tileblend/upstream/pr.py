@@ -31,6 +31,7 @@ import sys
 from pathlib import Path
 
 from . import copies
+from .change_digest import change_digest
 from .check import CheckResult, table
 from .edits import LINE_LENGTH
 from .model_files import FileKind
@@ -47,7 +48,7 @@ GPU_NOT_RUN = (
     "a kernel launch) has not been measured for this PR."
 )
 
-CUDA_NOT_RUN = "untested on CUDA"
+CUDA_NOT_RUN = " only; untested on CUDA"
 # The JSON files the drafts need, and the command that writes each.
 REQUIRED_JSON = {"--check-json": "make upstream-check", "--exactness-json": "make exact-vs-simple"}
 
@@ -106,6 +107,7 @@ def rewrite_numbers(rewrite: TreeRewrite, sizes: dict[bool, tuple[int, int]], in
         "added": sizes[inherit][0],
         "removed": sizes[inherit][1],
         "rewrite_command": "tileblend rewrite --inherit ." if inherit else "tileblend rewrite .",
+        "layout_name": "inherit" if inherit else "copies",
         "ruff": "clean" if clean else "NOT clean",
     }
 
@@ -155,33 +157,58 @@ PR_STEPS = ("upstream-tests", "pr-benchmark")
 """The steps of `make gpu-check UPSTREAM=...` that run this pull request's own tests and benchmark on the device."""
 
 
-def gpu_ready(summary: dict) -> str | None:
-    """Why `summary` (`make gpu-check`'s summary.json) cannot back the PR description, or None when it can: a run on
-    CUDA whose `PR_STEPS` passed."""
+def planned_change(rewrite: TreeRewrite, inherit: bool) -> dict:
+    """The layout and fingerprint (`change_digest`) of the files `rewrite` changes, as `make gpu-check` records the
+    change its PR steps ran on."""
+    root = (rewrite.root or rewrite.package).resolve()
+    files = {
+        plan.path.resolve().relative_to(root).as_posix(): plan.new.encode(plan.encoding)
+        for plan in rewrite.files
+        if plan.changed
+    }
+    return {"layout": "inherit" if inherit else "copies", "digest": change_digest(files)}
+
+
+def gpu_ready(summary: dict, change: dict) -> str | None:
+    """Why `summary` (`make gpu-check`'s summary.json) cannot back the PR description of `change`
+    (`planned_change`), or None when it can: a run on CUDA whose `PR_STEPS` passed on this very change."""
     statuses = {step["name"]: step["status"] for step in summary["steps"]}
     if summary["device"] != "cuda":
         return f"it ran on {summary['device']}, not on CUDA"
     failed = [
         f"{name}: {statuses.get(name, 'not run')}" for name in PR_STEPS if not statuses.get(name, "").startswith("ok")
     ]
-    return "; ".join(failed) or None
+    if failed:
+        return "; ".join(failed)
+    ran = summary["pr"]["change"]
+    if (ran["layout"], ran["digest"]) != (change["layout"], change["digest"]):
+        return (
+            f"it ran on another change (diffusers {ran['version']}, {ran['layout']} layout): rerun it with "
+            "UPSTREAM= this checkout and the same layout"
+        )
+    return None
 
 
-def gpu_numbers(summary: dict | None) -> dict:
-    """The GPU section of the PR from `make gpu-check`'s summary.json (the added tests on the device, and the
-    benchmark script with main's diffusers and with the branch's), and the sentences the drafts say of it."""
+def gpu_numbers(summary: dict | None, why: str | None) -> dict:
+    """The GPU section of the PR from `make gpu-check`'s summary.json (the change that ran, the added tests on the
+    device, and the benchmark script with main's diffusers and with the branch's), and the sentences the drafts say of
+    it; `why` (`gpu_ready`) is why the run does not back the PR, None when it does."""
     if summary is None:
         return {"gpu_results": GPU_NOT_RUN, "gpu_status": GPU_NOT_RUN, "cuda_exactness": CUDA_NOT_RUN}
-    statuses = {step["name"]: step["status"] for step in summary["steps"]}
-    status = f"A `make gpu-check` run on {summary['device']} is attached to the PR draft; nothing beyond it was run."
-    if gpu_ready(summary) is not None:
+    if why is not None:
+        status = f"The GPU run so far does not back the PR: {why}."
         return {"gpu_results": GPU_NOT_RUN, "gpu_status": status, "cuda_exactness": CUDA_NOT_RUN}
-    machine, benchmark = summary["machine"], summary["pr_benchmark"]
+    machine, pr = summary["machine"], summary["pr"]
+    change, benchmark = pr["change"], pr["benchmark"]
+    status = (
+        f"On CUDA ({machine['name']}, `make gpu-check`), the added tests pass and the benchmark script gives "
+        "identical outputs with main's diffusers and with the branch's."
+    )
     lines = [
-        f"On {machine['name']} (torch {machine['torch']}, CUDA {machine['cuda']}):",
+        f"On {machine['name']} (torch {machine['torch']}, CUDA {machine['cuda']}), diffusers {change['version']} with "
+        f"this change in the {change['layout']} layout ({change['files']} files, SHA-256 {change['digest'][:16]}):",
         "",
-        f"- The added tests on CUDA, in this branch (`pytest tests/models/autoencoders -k TilingBlend -rs`): "
-        f"{statuses['upstream-tests']}.",
+        f"- The added tests on CUDA: `{pr['tests']['command']}`: {pr['tests']['pytest']}.",
         f"- `benchmark_tiled_vae.py` on a saved {benchmark['weights']} at {benchmark['size']} in {benchmark['dtype']},"
         " with main's diffusers and with this branch's:",
         "",
@@ -189,8 +216,7 @@ def gpu_numbers(summary: dict | None) -> dict:
         *[f"      branch: {line}" for line in benchmark["runs"]["branch"]],
         *[f"      --compare: {line}" for line in benchmark["compare"]],
     ]
-    exactness = f"and on {summary['device']}, where the added tests pass (see GPU below)"
-    return {"gpu_results": "\n".join(lines), "gpu_status": status, "cuda_exactness": exactness}
+    return {"gpu_results": "\n".join(lines), "gpu_status": status, "cuda_exactness": " and on CUDA"}
 
 
 def exactness_numbers(exactness: dict) -> dict:
@@ -246,20 +272,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--issue", type=int, help="the coordination issue's number: also print the PR description")
     args = parser.parse_args(argv)
     # Every JSON file is read before anything is written: a missing, stale or malformed one stops the run here.
-    if args.issue is not None:
-        why = "there is none" if args.gpu_json is None else None
-        if why is None:
-            try:
-                why = gpu_ready(read_json(args.gpu_json))
-            except (OSError, ValueError, LookupError, TypeError) as error:
-                why = f"{args.gpu_json} is not one `make gpu-check` writes ({error!r})"
-        if why is not None:
-            print(
-                "upstream-pr: error: the PR description needs a `make gpu-check UPSTREAM=...` run on CUDA whose "
-                f"upstream-tests and pr-benchmark steps pass: {why}",
-                file=sys.stderr,
-            )
-            return 2
     for flag, command in REQUIRED_JSON.items():
         path = getattr(args, flag.removeprefix("--").replace("-", "_"))
         if path is None or not path.is_file():
@@ -271,8 +283,19 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as error:
         print(f"upstream-pr: error: {error}", file=sys.stderr)
         return 2
+    try:
+        plans = {inherit: plan_rewrite(args.checkout, inherit=inherit) for inherit in (False, True)}
+    except (SourceError, OSError, ValueError) as error:
+        print(f"upstream-pr: error: {error}", file=sys.stderr)
+        return 2
+    rewrite = plans[args.inherit]
+    change = planned_change(rewrite, args.inherit)
+
+    def gpu(summary: dict | None) -> dict:
+        return gpu_numbers(summary, None if summary is None else gpu_ready(summary, change))
+
     for flag, path, numbers in (
-        ("--gpu-json", args.gpu_json, gpu_numbers),
+        ("--gpu-json", args.gpu_json, gpu),
         ("--exactness-json", args.exactness_json, exactness_numbers),
     ):
         try:
@@ -283,9 +306,16 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
+    summary = read_json(args.gpu_json)
+    why = None if summary is None else gpu_ready(summary, change)
+    if args.issue is not None and (summary is None or why is not None):
+        print(
+            "upstream-pr: error: the PR description needs a `make gpu-check UPSTREAM=...` run on CUDA whose "
+            f"upstream-tests and pr-benchmark steps pass on this change: {why or 'there is none'}",
+            file=sys.stderr,
+        )
+        return 2
     try:
-        plans = {inherit: plan_rewrite(args.checkout, inherit=inherit) for inherit in (False, True)}
-        rewrite = plans[args.inherit]
         apply_rewrite(rewrite)
     except (SourceError, OSError, ValueError) as error:
         print(f"upstream-pr: error: {error}", file=sys.stderr)
