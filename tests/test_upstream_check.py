@@ -85,6 +85,10 @@ def test_upstream_check_on_the_snapshot(checkout, tmp_path, inherit, capsys):
     assert result.ruff_check["rewritten"] and result.ruff_format["rewritten"]
     assert any(path.endswith("models/autoencoders/vae.py") for path in result.touched)
     assert str(TESTING_UTILS) in result.touched
+    # The change it judged is named (version, layout, fingerprint), so that `make upstream-pr` pastes it only for the
+    # same rewrite.
+    assert result.change["layout"] == ("inherit" if inherit else "copies") and result.change["files"] == 33
+    assert len(result.change["digest"]) == 64
     vectorized = "5 rewritten, 37 deleted" if inherit else "42 rewritten, 0 deleted"
     assert f"42 blend methods in 18 files ({vectorized}, 0 up to date), 0 skipped" in result.rewrite_report
 

@@ -34,6 +34,7 @@ CHECK = upstream_check.CheckResult(
     added={ADDED_TEST: "passed", "a::TestXTilingBlend::test_tiling_blends_cuda_graph": "skipped"},
     added_alone=upstream_check.TestRun(seconds=61.4),
     broken={"one row fewer blended": upstream_check.TestRun(outcomes={ADDED_TEST: "failed"})},
+    change={"version": "9.9.9", "layout": "copies", "files": 33, "digest": "d" * 64},
 )
 REWRITE = {
     "diffusers_version": "9.9.9",
@@ -203,7 +204,16 @@ def test_main_refuses_the_description_without_a_run_of_this_change(installed_che
     gpu = tmp_path / "gpu.json"
     gpu.write_text(json.dumps(GPU))
     assert (
-        upstream_pr.main([str(installed_checkout), *required_json(tmp_path), "--issue", "1", "--gpu-json", str(gpu)])
+        upstream_pr.main(
+            [
+                str(installed_checkout),
+                *required_json(tmp_path, installed_checkout),
+                "--issue",
+                "1",
+                "--gpu-json",
+                str(gpu),
+            ]
+        )
         == 2
     )
     err = capsys.readouterr().err
@@ -258,10 +268,12 @@ def test_a_stale_or_mismatched_check_json_is_refused_before_anything_is_written(
     assert vae.read_bytes() == before
 
 
-def required_json(tmp_path: Path) -> list[str]:
-    """The --check-json and --exactness-json arguments, with valid files in `tmp_path`."""
+def required_json(tmp_path: Path, checkout: Path | None = None) -> list[str]:
+    """The --check-json and --exactness-json arguments, with valid files in `tmp_path`: a check of the rewrite of
+    `checkout` when given."""
     check, exactness = tmp_path / "check.json", tmp_path / "exact-vs-simple.json"
-    check.write_text(CHECK.to_json())
+    change = CHECK.change if checkout is None else upstream_pr.planned_change(plan_rewrite(checkout), False)
+    check.write_text(dataclasses.replace(CHECK, change=change).to_json())
     exactness.write_text(json.dumps(EXACTNESS))
     return ["--check-json", str(check), "--exactness-json", str(exactness)]
 
@@ -273,7 +285,7 @@ def test_a_malformed_gpu_or_exactness_json_is_refused_before_anything_is_written
     for flag, content in (("--gpu-json", {"device": "cuda"}), ("--exactness-json", [1, 2])):
         path = tmp_path / "bad.json"
         path.write_text(json.dumps(content))
-        arguments = [*required_json(tmp_path), flag, str(path)]
+        arguments = [*required_json(tmp_path, checkout), flag, str(path)]
         assert upstream_pr.main([str(checkout), *arguments]) == 2
         assert f"upstream-pr: error: {flag} {path} is not a JSON file of the expected form" in capsys.readouterr().err
     assert vae.read_bytes() == before
@@ -283,7 +295,7 @@ def test_the_pr_description_needs_a_gpu_run(tmp_path, capsys):
     checkout = make_checkout(tmp_path / "diffusers")
     vae = checkout / "src" / "diffusers" / "models" / "autoencoders" / "vae.py"
     before = vae.read_bytes()
-    assert upstream_pr.main([str(checkout), *required_json(tmp_path), "--issue", "123"]) == 2
+    assert upstream_pr.main([str(checkout), *required_json(tmp_path, checkout), "--issue", "123"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "needs a `make gpu-check UPSTREAM=...` run on CUDA" in err
     assert err.rstrip().endswith("there is none")
@@ -324,7 +336,7 @@ def test_main_rewrites_and_prints_both_drafts(installed_checkout, tmp_path, caps
     change = upstream_pr.planned_change(plan_rewrite(installed_checkout), False)
     gpu = tmp_path / "gpu.json"
     gpu.write_text(json.dumps(GPU | {"pr": GPU["pr"] | {"change": GPU["pr"]["change"] | change}}))
-    arguments = [*required_json(tmp_path), "--issue", "123", "--gpu-json", str(gpu)]
+    arguments = [*required_json(tmp_path, installed_checkout), "--issue", "123", "--gpu-json", str(gpu)]
     assert upstream_pr.main([str(installed_checkout), *arguments]) == 0
     out = capsys.readouterr().out
     summary, rest = out.split("---- DRAFT 1: the coordination issue")
@@ -365,7 +377,7 @@ def test_main_checks_copies_and_fixes_none(tmp_path, capsys):
         "        pass\n"
     )
     drifted.write_text(text)
-    assert upstream_pr.main([str(root), *required_json(tmp_path)]) == 1
+    assert upstream_pr.main([str(root), *required_json(tmp_path, root)]) == 1
     out = capsys.readouterr().out
     assert f"{drifted}:2: copy differs from diffusers.models.autoencoders.vae.AutoencoderMixin.disable_tiling" in out
     assert "---- PR description ----" not in out
@@ -387,3 +399,14 @@ def test_untested_classes_name_the_tested_classes_whose_tiled_forward_reaches_no
     text = upstream_pr.untested_classes(rewrite, dataclasses.replace(CHECK, added=added))
     assert "without a test file, so without a test class of their own: `AutoencoderKLHunyuanVideo15`." in text
     assert "no tiled pass of their test inputs calls, so not checked: `LTX2VideoDiffusionDecoderModel`." in text
+
+
+def test_a_check_of_another_change_is_refused_before_anything_is_written(tmp_path, capsys):
+    """The check JSON of another checkout or of an older main: one line, exit 2, the checkout untouched."""
+    checkout = make_checkout(tmp_path / "diffusers")
+    vae = checkout / "src" / "diffusers" / "models" / "autoencoders" / "vae.py"
+    before = vae.read_bytes()
+    assert upstream_pr.main([str(checkout), *required_json(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the check JSON is of another change (diffusers 9.9.9, copies layout)" in err
+    assert vae.read_bytes() == before

@@ -271,14 +271,18 @@ def step_pr_benchmark(out: Path, device: str, main: Path, branch: Path) -> tuple
     script = ROOT / "src" / "tileblend" / "upstream" / "tiled_vae_benchmark.py"
     checkpoint = out / "pr-benchmark-vae"
     size, dtype = PR_BENCHMARK[device]
-    config = "SD_VAE_CONFIG" if device == "cuda" else 'SMALL_VAE_CONFIG | {"sample_size": 64}'  # tiles of 64 px
+    # SD 2's 768-pixel tiles (48 pixels for the small VAE on a CPU): overlaps that are not powers of two, where a blend
+    # with weights rounded to the tile's dtype would give other outputs on main and on the branch.
+    config = 'SD_VAE_CONFIG | {"sample_size": 768}' if device == "cuda" else 'SMALL_VAE_CONFIG | {"sample_size": 48}'
+
     save = (
         "import sys, torch; from diffusers import AutoencoderKL; "
         "from tileblend.bench.decode import SD_VAE_CONFIG, SMALL_VAE_CONFIG; "
         f"torch.manual_seed(0); AutoencoderKL(**{config}).save_pretrained(sys.argv[1])"
     )
     code, total = run_command("pr-benchmark-vae", [sys.executable, "-c", save, str(checkpoint)], out, timeout_s=120)
-    shown = {"weights": "random-weight SD v1 VAE" if device == "cuda" else "small random-weight VAE", "runs": {}}
+    weights = "random-weight SD v1 VAE with 768-pixel tiles" if device == "cuda" else "small random-weight VAE"
+    shown = {"weights": weights, "runs": {}}
     shown |= {"size": f"{size}x{size}", "dtype": dtype}
     commands = []
     for name, tree in (("main", main), ("branch", branch)):

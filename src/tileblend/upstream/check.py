@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from .. import arguments
+from .change_digest import planned_change
 from .edits import RewriteError
 from .rewrite import apply_rewrite, diffusers_tree, plan_rewrite, report
 from .test_files import TESTS
@@ -95,6 +96,7 @@ class CheckResult:
     added_alone: TestRun | None = None  # the added tests run again alone on the rewritten copy, timed
     broken: dict[str, TestRun] = field(default_factory=dict)  # mutation (MUTATIONS) -> the row-loop comparisons
     rewrite_report: str = ""
+    change: dict = field(default_factory=dict)  # what the rewrite changed (`change_digest.planned_change`)
 
     @property
     def added_classes(self) -> list[str]:
@@ -312,8 +314,9 @@ def check(
         # Links are copied as links: a dangling one, or one to a folder above it, is not followed.
         shutil.copytree(checkout, root, symlinks=True, ignore=COPY_IGNORE)
     rewrite = plan_rewrite(roots["rewritten"], inherit=inherit)
+    change = planned_change(rewrite, inherit)
     apply_rewrite(rewrite)
-    result = CheckResult(selection=None if full else selection, inherit=inherit)
+    result = CheckResult(selection=None if full else selection, inherit=inherit, change=change)
     result.rewrite_report = report(rewrite)
     result.touched = sorted(
         str(plan.path.relative_to(roots["rewritten"])) for plan in rewrite.files if plan.changed or plan.up_to_date

@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 
 from . import copies
-from .change_digest import change_digest
+from .change_digest import planned_change
 from .check import CheckResult, table
 from .edits import LINE_LENGTH
 from .model_files import FileKind
@@ -138,7 +138,10 @@ def check_numbers(check: CheckResult, inherit: bool) -> dict:
         f"methods on the tiles its tiled encode and decode blend, against the loop at zero tolerance: {passed} pass "
         f"on a CPU, {skipped} (CUDA-graph) skip without CUDA. {broken_result}"
     )
+    change = check.change
     return {
+        "check_change": f"diffusers {change['version']}, this change in the {change['layout']} layout "
+        f"({change['files']} files, SHA-256 {change['digest'][:16]})",
         "check_table": table(check),
         "tested_classes": ", ".join(f"`{name}`" for name in check.added_classes),
         "tested_class_count": classes,
@@ -155,18 +158,6 @@ def check_numbers(check: CheckResult, inherit: bool) -> dict:
 
 PR_STEPS = ("upstream-tests", "pr-benchmark")
 """The steps of `make gpu-check UPSTREAM=...` that run this pull request's own tests and benchmark on the device."""
-
-
-def planned_change(rewrite: TreeRewrite, inherit: bool) -> dict:
-    """The layout and fingerprint (`change_digest`) of the files `rewrite` changes, as `make gpu-check` records the
-    change its PR steps ran on."""
-    root = (rewrite.root or rewrite.package).resolve()
-    files = {
-        plan.path.resolve().relative_to(root).as_posix(): plan.new.encode(plan.encoding)
-        for plan in rewrite.files
-        if plan.changed
-    }
-    return {"layout": "inherit" if inherit else "copies", "digest": change_digest(files)}
 
 
 def gpu_ready(summary: dict, change: dict) -> str | None:
@@ -290,6 +281,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     rewrite = plans[args.inherit]
     change = planned_change(rewrite, args.inherit)
+    if (check.change.get("layout"), check.change.get("digest")) != (change["layout"], change["digest"]):
+        print(
+            f"upstream-pr: error: the check JSON is of another change (diffusers {check.change.get('version')}, "
+            f"{check.change.get('layout')} layout): rerun `make upstream-check` on this checkout",
+            file=sys.stderr,
+        )
+        return 2
 
     def gpu(summary: dict | None) -> dict:
         return gpu_numbers(summary, None if summary is None else gpu_ready(summary, change))
