@@ -65,3 +65,11 @@ def test_the_script_imports_only_torch_and_diffusers():
     source = open(SCRIPT).read()
     imports = {line.split()[1].split(".")[0] for line in source.splitlines() if line.startswith(("import ", "from "))}
     assert imports == {"argparse", "statistics", "sys", "time", "torch", "diffusers"}
+
+
+def test_each_run_says_which_diffusers_it_imported(checkpoint, tmp_path):
+    import diffusers
+
+    completed = run(SCRIPT, "--model", str(checkpoint), *ARGUMENTS)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.startswith(f"diffusers {diffusers.__version__} from {diffusers.__path__[0]}, torch ")

@@ -108,7 +108,7 @@ def filled(check=CHECK, gpu=None) -> dict:
     """Every placeholder: the rewrite's (REWRITE), then those of a check run, the exactness table and a GPU run."""
     why = None if gpu is None else upstream_pr.gpu_ready(gpu, CHANGE)
     numbers = REWRITE | upstream_pr.check_numbers(check, False) | upstream_pr.gpu_numbers(gpu, why)
-    return numbers | upstream_pr.exactness_numbers(EXACTNESS) | {"issue": 123}
+    return numbers | upstream_pr.exactness_numbers(EXACTNESS) | {"issue": 123, "benchmark_script": "SCRIPT\n"}
 
 
 def test_drafts_are_filled_from_the_check_run():
@@ -132,7 +132,8 @@ def test_drafts_are_filled_from_the_check_run():
     assert "Coordination: #123." in description
     # Nothing for the submitter to fill in: no placeholder, no "not run", no ticked box.
     for text in (issue, description):
-        assert not re.search(r"<[A-Za-z][^>]*>|not run", text.replace("<!--", "").replace("-->", "")), text
+        text = re.sub(r"</?(details|summary)>", "", text.replace("<!--", "").replace("-->", ""))  # a collapsed block
+        assert not re.search(r"<[A-Za-z][^>]*>|not run", text), text
     assert '    pytest tests/models/autoencoders -k "tiling or slicing or blend"\n' in description
     for section in ("## Self-review", "**Blocking issues**", "**Non-blocking issues**", "**Dead code (advisory)**"):
         assert section in description
@@ -351,8 +352,8 @@ def test_main_rewrites_and_prints_both_drafts(installed_checkout, tmp_path, caps
     copies, inherit = re.findall(r"\(\+(\d+) -(\d+) lines, tests included\)", issue)
     assert copies != inherit and int(copies[0]) > int(inherit[0])
     assert out.rstrip().endswith("before submitting. ----")
-    # The benchmark script the description names is printed after it, whole.
-    assert upstream_pr.BENCHMARK_SCRIPT.read_text() in out.split("save it as benchmark_tiled_vae.py ----")[1]
+    # The benchmark script the description names is in it, whole, in a collapsed block.
+    assert f"```python\n{upstream_pr.BENCHMARK_SCRIPT.read_text()}```\n\n</details>" in description
     # The check JSON tested class `X` only: every rewritten class is named as without a tiled-forward test.
     untested = re.search(
         r"Rewritten classes without a test file, so without a test class of their own: ([^.]*)\.", out

@@ -329,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     numbers = rewrite_numbers(rewrite, sizes, args.inherit, clean) | filled
     numbers["untested_classes"] = untested_classes(rewrite, check)
     numbers["issue"] = args.issue
+    numbers["benchmark_script"] = BENCHMARK_SCRIPT.read_text(encoding="utf-8")
     print(f"\nruff check / ruff format --check on {len(touched)} touched files: {numbers['ruff']}")
     print("\n---- DRAFT 1: the coordination issue (open it first; wait for a maintainer's acknowledgment) ----\n")
     print(template("coordination-issue").substitute(numbers))
@@ -339,8 +340,6 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print("---- DRAFT 2: the pull request description (after the acknowledgment) ----\n")
         print(template("pr-description").substitute(numbers))
-        print("---- The benchmark script the description names: save it as benchmark_tiled_vae.py ----\n")
-        print(BENCHMARK_SCRIPT.read_text(encoding="utf-8"))
     print(
         "---- These are drafts. Read every sentence, rerun what they report, and change or delete anything you cannot "
         "answer for before submitting. ----"

@@ -7,7 +7,7 @@ installed (`pip install -e .`): first on main, then on the pull request's branch
     python benchmark_tiled_vae.py --model stabilityai/sd-vae-ft-mse --output pr.pt
     python benchmark_tiled_vae.py --compare main.pt pr.pt
 
-For a video VAE, pass --frames (e.g. `--model Wan-AI/Wan2.1-T2V-1.3B-Diffusers --subfolder vae --frames 17
+Each run first says which diffusers and torch it imported. For a video VAE, pass --frames (e.g. `--model Wan-AI/Wan2.1-T2V-1.3B-Diffusers --subfolder vae --frames 17
 --height 480 --width 832`). Each run prints the median and the spread of --repeats timed encodes and decodes (after
 one warm-up) and, on CUDA, the peak memory of each; `--compare` exits 1 when the outputs differ.
 """
@@ -17,6 +17,7 @@ import statistics
 import sys
 import time
 
+import diffusers
 import torch
 from diffusers import AutoModel
 
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.model is None:
         parser.error("--model is required unless --compare is given")
 
+    print(f"diffusers {diffusers.__version__} from {diffusers.__path__[0]}, torch {torch.__version__}")
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     vae = AutoModel.from_pretrained(args.model, subfolder=args.subfolder, torch_dtype=dtype).to(device).eval()
     vae.enable_tiling()
