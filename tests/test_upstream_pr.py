@@ -135,9 +135,9 @@ def test_drafts_are_filled_from_the_check_run():
         text = re.sub(r"</?(details|summary)>", "", text.replace("<!--", "").replace("-->", ""))  # a collapsed block
         assert not re.search(r"<[A-Za-z][^>]*>|not run", text), text
     assert '    pytest tests/models/autoencoders -k "tiling or slicing or blend"\n' in description
-    for section in ("## Self-review", "**Blocking issues**", "**Non-blocking issues**", "**Dead code (advisory)**"):
+    for section in ("## Self-review", "### Blocking issues", "### Non-blocking issues", "### Dead code (advisory)"):
         assert section in description
-    assert "**Summary**: the code is ready in both layouts" in description and "Round 4" in description
+    assert "**Verdict:" in description and "Round 4" not in description  # the last review only, not its history
     assert "AI assistance" in description
     assert "[x]" not in description  # every box is the submitter's to tick
     # Nothing about CUDA is claimed without a GPU run; the issue asks which layout the maintainers prefer.

@@ -44,8 +44,8 @@ from .test_text import TEST_CLASS_SUFFIX
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "upstream-pr.md"
 BENCHMARK_SCRIPT = Path(__file__).with_name("tiled_vae_benchmark.py")
 GPU_NOT_RUN = (
-    "No GPU run is attached: the CUDA-graph tests skip without CUDA, and the speed on GPUs (where each eager op costs "
-    "a kernel launch) has not been measured for this PR."
+    "No GPU run is attached: the CUDA-graph tests skip without CUDA, and the speed on GPUs (where the loop costs four "
+    "kernel launches per row) has not been measured for this PR."
 )
 
 CUDA_NOT_RUN = " only; untested on CUDA"
@@ -125,6 +125,7 @@ def check_numbers(check: CheckResult, inherit: bool) -> dict:
         raise ValueError(f"the check JSON is of the {layout} layout: rerun `make upstream-check` for this one")
     added = list(check.added.values())
     passed, skipped, classes = added.count("passed"), added.count("skipped"), len(check.added_classes)
+    row_loop = sum(outcome == "passed" for test_id, outcome in check.added.items() if "match_row_loop" in test_id)
     clean = all(results["rewritten"] for results in (check.copies, check.ruff_check, check.ruff_format))
     bugs = "; ".join(
         f"{name}: {run.count('failed')} of {len(run.outcomes)} fail" for name, run in check.broken.items()
@@ -135,8 +136,9 @@ def check_numbers(check: CheckResult, inherit: bool) -> dict:
         f"`check_copies.py`, `ruff check` and `ruff format --check` are {'clean' if clean else 'NOT clean'}, "
         f"`{check.test_command}` shows {len(check.regressions)} regressions against the untouched copy, and "
         f"new tests (one tester mixin composed with {classes} existing model configs) call each model's own blend "
-        f"methods on the tiles its tiled encode and decode blend, against the loop at zero tolerance: {passed} pass "
-        f"on a CPU, {skipped} (CUDA-graph) skip without CUDA. {broken_result}"
+        f"methods on random tiles of the shapes its tiled encode and decode blend, against the loop at zero "
+        f"tolerance: the {row_loop} row-loop comparisons pass on a CPU ({passed} added tests pass in all), {skipped} "
+        f"(CUDA-graph) skip without CUDA. {broken_result}"
     )
     change = check.change
     return {
@@ -184,11 +186,12 @@ def gpu_numbers(summary: dict | None, why: str | None) -> dict:
     """The GPU section of the PR from `make gpu-check`'s summary.json (the change that ran, the added tests on the
     device, and the benchmark script with main's diffusers and with the branch's), and the sentences the drafts say of
     it; `why` (`gpu_ready`) is why the run does not back the PR, None when it does."""
+    untested = {"untested_devices": "CUDA GPUs, MPS, XPU and NPU are"}
     if summary is None:
-        return {"gpu_results": GPU_NOT_RUN, "gpu_status": GPU_NOT_RUN, "cuda_exactness": CUDA_NOT_RUN}
+        return {"gpu_results": GPU_NOT_RUN, "gpu_status": GPU_NOT_RUN, "cuda_exactness": CUDA_NOT_RUN} | untested
     if why is not None:
         status = f"The GPU run so far does not back the PR: {why}."
-        return {"gpu_results": GPU_NOT_RUN, "gpu_status": status, "cuda_exactness": CUDA_NOT_RUN}
+        return {"gpu_results": GPU_NOT_RUN, "gpu_status": status, "cuda_exactness": CUDA_NOT_RUN} | untested
     machine, pr = summary["machine"], summary["pr"]
     change, benchmark = pr["change"], pr["benchmark"]
     status = (
@@ -207,7 +210,8 @@ def gpu_numbers(summary: dict | None, why: str | None) -> dict:
         *[f"      branch: {line}" for line in benchmark["runs"]["branch"]],
         *[f"      --compare: {line}" for line in benchmark["compare"]],
     ]
-    return {"gpu_results": "\n".join(lines), "gpu_status": status, "cuda_exactness": " and on CUDA"}
+    tested = {"untested_devices": "devices other than CPUs and CUDA GPUs (MPS, XPU, NPU) are"}
+    return {"gpu_results": "\n".join(lines), "gpu_status": status, "cuda_exactness": " and on CUDA"} | tested
 
 
 def exactness_numbers(exactness: dict) -> dict:
