@@ -271,35 +271,47 @@ def test_a_reused_work_directory_is_a_usage_error(tmp_path, capsys):
     assert "must be a new or empty directory" in capsys.readouterr().err
 
 
-# Run in the rewritten checkout (its src and tests importable): for every added test class, the seams its mixin derives
-# (`get_tiled_model()`) against the blend calls the model's real tiled forward makes on the same inputs, recorded by
-# wrapping the class's blend methods. Prints one JSON line per class.
-RECORD_SEAMS = """
+# The start of the scripts below, run in a rewritten checkout (its src and tests importable): `added_test_classes()`
+# yields (name, class) of every added test class.
+ADDED_TEST_CLASSES = """
 import glob, importlib, json, sys, torch
 sys.path[:0] = ["src", "."]
-for path in sorted(glob.glob("tests/models/autoencoders/test_models_*.py")):
-    try:
-        module = importlib.import_module(path[:-3].replace("/", "."))
-    except ImportError:  # optional dependencies missing here (oobleck, rae): no class of ours
-        continue
-    for name, test_class in vars(module).items():
-        if not (isinstance(test_class, type) and name.endswith("TilingBlend")):
+
+
+def added_test_classes():
+    for path in sorted(glob.glob("tests/models/autoencoders/test_models_*.py")):
+        try:
+            module = importlib.import_module(path[:-3].replace("/", "."))
+        except ImportError:  # optional dependencies missing here (oobleck, rae): no class of ours
             continue
-        tester = test_class()
-        model, seams = tester.get_tiled_model()
-        calls, cls = set(), type(model)
-        originals = {method: getattr(cls, method) for method in tester.tiling_blend_methods}
-        for method, original in originals.items():
-            def record(self, a, b, extent, original=original, method=method):
-                calls.add((method, tuple(a.shape), tuple(b.shape), extent))
-                return original(self, a, b, extent)
-            setattr(cls, method, record)
-        with torch.no_grad():
-            model(**tester.get_tiling_inputs())
-        for method, original in originals.items():
-            setattr(cls, method, original)
-        print(json.dumps({"class": name, "seams": sorted(seams), "calls": sorted(calls)}))
+        for name, test_class in vars(module).items():
+            if isinstance(test_class, type) and name.endswith("TilingBlend"):
+                yield name, test_class
 """
+
+# For every added test class, the seams its mixin derives (`get_tiled_model()`) against the blend calls the model's
+# real tiled forward makes on the same inputs, recorded by wrapping the class's blend methods. Prints one JSON line per
+# class.
+RECORD_SEAMS = (
+    ADDED_TEST_CLASSES
+    + """
+for name, test_class in added_test_classes():
+    tester = test_class()
+    model, seams = tester.get_tiled_model()
+    calls, cls = set(), type(model)
+    originals = {method: getattr(cls, method) for method in tester.tiling_blend_methods}
+    for method, original in originals.items():
+        def record(self, a, b, extent, original=original, method=method):
+            calls.add((method, tuple(a.shape), tuple(b.shape), extent))
+            return original(self, a, b, extent)
+        setattr(cls, method, record)
+    with torch.no_grad():
+        model(**tester.get_tiling_inputs())
+    for method, original in originals.items():
+        setattr(cls, method, original)
+    print(json.dumps({"class": name, "seams": sorted(seams), "calls": sorted(calls)}))
+"""
+)
 
 
 def test_added_tests_derive_the_seams_the_tiled_forward_blends(checkout, tmp_path):
@@ -331,22 +343,17 @@ def test_added_tests_derive_the_seams_the_tiled_forward_blends(checkout, tmp_pat
         assert {along(call) for call in calls} == {along(seam) for seam in seams}, result["class"]
 
 
-# Run in the rewritten checkout with DIFFUSERS_TEST_DEVICE=meta: each added test class's model and inputs must go to
-# `torch_device` (on an accelerator a model left on the CPU fails before blending); meta tensors carry shapes only, so
-# the geometry still comes out. Prints one JSON line per class.
-GEOMETRY_ON_TORCH_DEVICE = """
-import glob, importlib, json, sys
-sys.path[:0] = ["src", "."]
-for path in sorted(glob.glob("tests/models/autoencoders/test_models_*.py")):
-    try:
-        module = importlib.import_module(path[:-3].replace("/", "."))
-    except ImportError:  # optional dependencies missing here (oobleck, rae): no class of ours
-        continue
-    for name, test_class in vars(module).items():
-        if isinstance(test_class, type) and name.endswith("TilingBlend"):
-            model, seams = test_class().get_tiled_model()
-            print(json.dumps({"class": name, "device": str(next(model.parameters()).device), "seams": seams}))
+# Run with DIFFUSERS_TEST_DEVICE=meta: each added test class's model and inputs must go to `torch_device` (on an
+# accelerator a model left on the CPU fails before blending); meta tensors carry shapes only, so the geometry still
+# comes out. Prints one JSON line per class.
+GEOMETRY_ON_TORCH_DEVICE = (
+    ADDED_TEST_CLASSES
+    + """
+for name, test_class in added_test_classes():
+    model, seams = test_class().get_tiled_model()
+    print(json.dumps({"class": name, "device": str(next(model.parameters()).device), "seams": seams}))
 """
+)
 
 
 def test_added_tests_put_the_model_on_torch_device(checkout, tmp_path):
