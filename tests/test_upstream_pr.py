@@ -106,8 +106,7 @@ def drafts(numbers) -> tuple[str, str]:
 
 def filled(check=CHECK, gpu=None) -> dict:
     """Every placeholder: the rewrite's (REWRITE), then those of a check run, the exactness table and a GPU run."""
-    why = None if gpu is None else upstream_pr.gpu_ready(gpu, CHANGE)
-    numbers = REWRITE | upstream_pr.check_numbers(check, False) | upstream_pr.gpu_numbers(gpu, why)
+    numbers = REWRITE | upstream_pr.check_numbers(check, False) | upstream_pr.gpu_numbers(gpu, CHANGE)
     return numbers | upstream_pr.exactness_numbers(EXACTNESS) | {"issue": 123, "benchmark_script": "SCRIPT\n"}
 
 

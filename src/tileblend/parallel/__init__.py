@@ -76,8 +76,9 @@ def decode(
         dst: the rank (in `group`) that gets the result; the others return None and never hold the whole output.
             None (the default): every rank gets it.
         timeout: the longest a rank waits for the others at each step (the call, the plan, the tiles, the
-            exchange), in seconds or as a `datetime.timedelta`; past it, or when a rank fails or dies, every rank raises `ParallelTilingError` naming the
-            rank(s) and what happened (on gloo; other backends name no rank). The group is unusable afterwards.
+            exchange), in seconds or as a `datetime.timedelta`; past it, or when a rank fails or dies, every rank
+            raises `ParallelTilingError` naming the rank(s) and what happened (on gloo; other backends name no rank).
+            The group is unusable afterwards.
         return_traffic: also return what this rank did, as a `ParallelTraffic`.
 
     Returns:

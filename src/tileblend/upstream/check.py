@@ -16,8 +16,9 @@ them the simple form's weights in the tile's dtype, and runs the added row-loop 
 must fail with every bug.
 
 Exit status: 0 when the rewritten copy is clean, regresses nothing and (with --broken-blend) the added row-loop
-comparisons fail with every bug; 1 otherwise; 2 on a usage error (DIFFUSERS is not a diffusers checkout or a readable tarball of
-one with a single top-level folder, --work is not new, the rewrite cannot run there).
+comparisons fail with every bug; 1 otherwise; 2 on a usage error, before any work (DIFFUSERS is not a diffusers
+checkout or a readable, complete tarball of one with a single top-level folder, would expand too much, is already
+rewritten or holds --work; --work is not new; the rewrite cannot run there).
 """
 
 import argparse
@@ -155,7 +156,7 @@ class UsageError(Exception):
     """DIFFUSERS or --work cannot be used as given (exit 2); the message names what the user passed."""
 
 
-# What a copy of a checkout leaves out: version control, caches and virtual environments (a `.venv` can hold gigabytes).
+# What a copy of a checkout leaves out: version control, caches and virtual environments (a `.venv` can be gigabytes).
 COPY_IGNORE = shutil.ignore_patterns(".git", "__pycache__", ".venv", "venv", ".tox", ".nox", "*.egg-info")
 # A .tar.gz of diffusers' src, utils and tests expands about 5x; past these, the archive is refused before extracting.
 MAX_EXPANSION, MAX_EXTRACTED_BYTES = 50, 4 * 2**30

@@ -182,11 +182,12 @@ def gpu_ready(summary: dict, change: dict) -> str | None:
     return None
 
 
-def gpu_numbers(summary: dict | None, why: str | None) -> dict:
+def gpu_numbers(summary: dict | None, change: dict) -> dict:
     """The GPU section of the PR from `make gpu-check`'s summary.json (the change that ran, the added tests on the
-    device, and the benchmark script with main's diffusers and with the branch's), and the sentences the drafts say of
-    it; `why` (`gpu_ready`) is why the run does not back the PR, None when it does."""
-    untested = {"untested_devices": "CUDA GPUs, MPS, XPU and NPU are"}
+    device, and the benchmark script with main's diffusers and with the branch's), the sentences the drafts say of
+    it, and `gpu_why`: why the run does not back the PR of `change` (`gpu_ready`), None when it does."""
+    why = "there is none" if summary is None else gpu_ready(summary, change)
+    untested = {"untested_devices": "CUDA GPUs, MPS, XPU and NPU are", "gpu_why": why}
     if summary is None:
         return {"gpu_results": GPU_NOT_RUN, "gpu_status": GPU_NOT_RUN, "cuda_exactness": CUDA_NOT_RUN} | untested
     if why is not None:
@@ -210,7 +211,7 @@ def gpu_numbers(summary: dict | None, why: str | None) -> dict:
         *[f"      branch: {line}" for line in benchmark["runs"]["branch"]],
         *[f"      --compare: {line}" for line in benchmark["compare"]],
     ]
-    tested = {"untested_devices": "devices other than CPUs and CUDA GPUs (MPS, XPU, NPU) are"}
+    tested = {"untested_devices": "devices other than CPUs and CUDA GPUs (MPS, XPU, NPU) are", "gpu_why": None}
     return {"gpu_results": "\n".join(lines), "gpu_status": status, "cuda_exactness": " and on CUDA"} | tested
 
 
@@ -292,12 +293,8 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-
-    def gpu(summary: dict | None) -> dict:
-        return gpu_numbers(summary, None if summary is None else gpu_ready(summary, change))
-
     for flag, path, numbers in (
-        ("--gpu-json", args.gpu_json, gpu),
+        ("--gpu-json", args.gpu_json, lambda summary: gpu_numbers(summary, change)),
         ("--exactness-json", args.exactness_json, exactness_numbers),
     ):
         try:
@@ -308,12 +305,10 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
-    summary = read_json(args.gpu_json)
-    why = None if summary is None else gpu_ready(summary, change)
-    if args.issue is not None and (summary is None or why is not None):
+    if args.issue is not None and filled["gpu_why"] is not None:
         print(
             "upstream-pr: error: the PR description needs a `make gpu-check UPSTREAM=...` run on CUDA whose "
-            f"upstream-tests and pr-benchmark steps pass on this change: {why or 'there is none'}",
+            f"upstream-tests and pr-benchmark steps pass on this change: {filled['gpu_why']}",
             file=sys.stderr,
         )
         return 2
