@@ -65,8 +65,10 @@ bench: install
 # Rewrite "# Copied from diffusers..." copies from their sources in DIFFUSERS=path. This repository holds no copies:
 # `tileblend rewrite` writes (and a rerun refreshes) the ones it adds to diffusers. A checkout is fixed by its own
 # utils/check_copies.py, as upstream's `make fix-copies` does; ours is for trees without it (an installed package).
+# Either runs after a tileblend write that was killed is rolled back (tileblend.upstream.transaction).
 fix-copies: install
 ifneq ($(DIFFUSERS),)
+	$(BIN)/python -m tileblend.upstream.transaction "$(DIFFUSERS)"
 	if [ -f "$(DIFFUSERS)/utils/check_copies.py" ]; then \
 		cd "$(DIFFUSERS)" && PATH="$(CURDIR)/$(BIN):$$PATH" python utils/check_copies.py --fix_and_overwrite; \
 	else \

@@ -205,6 +205,8 @@ def test_fix_is_all_or_nothing(run, tmp_path, capsys, monkeypatch):
     replace, calls = os.replace, []
 
     def failing(source, target):
+        if not str(target).endswith(".py"):  # the journal's updates
+            return replace(source, target)
         calls.append(target)
         if len(calls) == 2:
             raise OSError(28, "No space left on device")

@@ -5,7 +5,8 @@
 - `blend_methods`: the text of the vectorized `blend_v/h/t` the rewrite writes, from `tileblend.blend`.
 - `test_files`, `test_text`, `test_cases`, `standalone_test`: the tests the rewrite adds to upstream's tests.
 - `edits`: the one line-edit engine (and import formatter) behind every file the rewrite changes.
-- `source_files`: reading and all-or-nothing writing of source files, keeping their bytes.
+- `source_files`: reading source files as Python does, keeping their bytes.
+- `transaction`: all-or-nothing writing of files, rolled back after a signal or by the next run after a kill.
 - `copies`: the "Copied from" checker for trees without upstream's (`utils/check_copies.py`).
 - `check`: judges the rewrite with upstream's own tools on copies of a checkout (`make upstream-check`).
 - `pr`: writes the rewrite and drafts the coordination issue and the PR description (`make upstream-pr`).

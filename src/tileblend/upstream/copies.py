@@ -2,8 +2,9 @@
 
     python utils/check_copies.py [--path ROOT] [--fix_and_overwrite]
 
-(a thin entry point to this module, with tileblend installed as `make install` does: files are read and written
-through `tileblend.upstream.source_files`, like `tileblend rewrite` does.)
+(a thin entry point to this module, with tileblend installed as `make install` does: files are read through
+`tileblend.upstream.source_files` and written through `tileblend.upstream.transaction`, like `tileblend rewrite` does:
+a fix first rolls back a write that was killed.)
 ROOT is a diffusers checkout (the code under ROOT/src/diffusers is scanned) or a diffusers package directory; the
 default is the current directory. Any other ROOT is an error (exit 2): this repository holds no copies.
 
@@ -38,6 +39,7 @@ import argparse
 import ast
 import io
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -55,8 +57,8 @@ from .source_files import (
     read_source,
     split_lines,
     with_newline,
-    write_files,
 )
+from .transaction import JOURNAL, Interrupted, recover, write_files
 
 
 REPLACE_PATTERN = re.compile(r"^\s*(\S+)->(\S+)(\s+.*|$)")
@@ -273,6 +275,11 @@ def check(root: Path, fix: bool) -> int:
     located = find_package(root)
     if located is None:
         raise CopyError(f"{root} is not a diffusers checkout (no src/diffusers/) or diffusers package directory")
+    tree_root = located[1] or located[0]
+    if not fix and (tree_root / JOURNAL).exists():
+        raise CopyError(f"{tree_root / JOURNAL}: a write was interrupted; --fix_and_overwrite rolls it back")
+    if fix and (found := recover(tree_root)):
+        print(found)
     config = root / "pyproject.toml" if (root / "pyproject.toml").is_file() else None
     tree = Tree(located[0], config)
     files = tree.files()
@@ -300,7 +307,7 @@ def check(root: Path, fix: bool) -> int:
             raise CopyError(f"fixing {path} would leave it unparsable (line {error.lineno}: {error.msg})") from error
     read_as = [tree.sources[path].encoded() for path in changed]  # a file edited meanwhile stops the write
     files_to_write = [SourceFile(path, tree.texts[path], tree.sources[path].encoding) for path in changed]
-    write_files(files_to_write, read_as, inside=root)
+    write_files(files_to_write, read_as, tree=tree_root)
     print(f"fixed {len(found)} copies in {len(changed)} files")
     return 0
 
@@ -318,6 +325,10 @@ def main(argv: list[str] | None = None) -> int:
     except SourceError as error:  # its message says what was written
         print(f"check_copies: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as interrupt:
+        outcome = interrupt.describe() if isinstance(interrupt, Interrupted) else "interrupted; nothing was written"
+        print(f"check_copies: {outcome}", file=sys.stderr)
+        return 128 + getattr(interrupt, "signum", signal.SIGINT)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ checkout with `tests/models/autoencoders/` it writes one standalone test module 
 This module does the file IO and the command: `plan_rewrite` finds the package, reads each file once and hands its
 text to the planners (`tileblend.upstream.model_files` and `.test_files`, text in, `FileRewrite` out); every edit is
 computed before anything is written. `apply_rewrite` then writes the files all or nothing, vae.py first
-(`tileblend.upstream.source_files.write_files`).
+(`tileblend.upstream.transaction.write_files`: a journal lets the next run roll back a write that was killed).
 Each file keeps its encoding (a UTF-8 BOM) and its line endings: lines the rewrite adds take the file's dominant
 ending.
 
@@ -30,6 +30,7 @@ versions too).
 import argparse
 import difflib
 import re
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,8 +38,9 @@ from pathlib import Path
 from .blend_methods import SOURCE_CLASS, UpstreamCode, upstream_code
 from .edits import RewriteError
 from .model_files import VAE_MODULE, FileKind, FileRewrite, MethodId, plan_module, plan_vae
-from .source_files import SourceError, SourceFile, find_package, read_source, split_lines, write_files
+from .source_files import SourceError, SourceFile, find_package, read_source, split_lines
 from .test_files import plan_test_files
+from .transaction import JOURNAL, Interrupted, recover, write_files
 
 
 AUTOENCODERS = Path("models", "autoencoders")
@@ -90,14 +92,14 @@ def plan_rewrite(path: Path, code: UpstreamCode | None = None, inherit: bool = F
 
 
 def apply_rewrite(rewrite: TreeRewrite) -> None:
-    """Write every changed file, all or nothing (`tileblend.upstream.source_files.write_files`), vae.py first so that
+    """Write every changed file, all or nothing (`tileblend.upstream.transaction.write_files`), vae.py first so that
     any state the tree is left in (a crash between two replacements) imports; raise `SourceError` if it cannot, if a
     file changed since the rewrite was planned (an edit made meanwhile is kept), or if a file is a symbolic link out of
     the tree (writes stay inside the tree the user named); nothing is written then."""
     changed = sorted((plan for plan in rewrite.files if plan.changed), key=lambda plan: plan.kind is not FileKind.VAE)
     read_as = [plan.old.encode(plan.encoding) if plan.existed else None for plan in changed]
     tree = rewrite.root or rewrite.package
-    write_files([SourceFile(plan.path, plan.new, plan.encoding) for plan in changed], read_as, inside=tree)
+    write_files([SourceFile(plan.path, plan.new, plan.encoding) for plan in changed], read_as, tree=tree)
 
 
 def report(rewrite: TreeRewrite) -> str:
@@ -178,8 +180,17 @@ def add_parser(subparsers) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Plan, report and (unless --check or --diff) write the rewrite of `args.path`."""
+    """Roll back a write that was killed, then plan, report and (unless --check or --diff) write the rewrite of
+    `args.path`. Ctrl-C (or SIGTERM, SIGHUP) stops it with one line and exit code 128 + the signal's number."""
     try:
+        package, root = diffusers_tree(args.path)
+        tree = root or package
+        if (args.check or args.diff) and (tree / JOURNAL).exists():
+            raise SourceError(
+                f"{tree / JOURNAL}: a write was interrupted; `tileblend rewrite {args.path}` rolls it back"
+            )
+        if not (args.check or args.diff) and (found := recover(tree)):
+            print(f"tileblend rewrite: {found}", file=sys.stderr)
         rewrite = plan_rewrite(args.path, inherit=args.inherit)
         if args.diff:
             sys.stdout.flush()  # bytes, so that no platform translates the lines' own endings
@@ -191,6 +202,10 @@ def main(args: argparse.Namespace) -> int:
     except (SourceError, OSError) as error:
         print(f"tileblend rewrite: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as interrupt:
+        outcome = interrupt.describe() if isinstance(interrupt, Interrupted) else "interrupted; nothing was written"
+        print(f"tileblend rewrite: {outcome}", file=sys.stderr)
+        return 128 + getattr(interrupt, "signum", signal.SIGINT)
     print(report(rewrite))
     if args.check:
         pending = [str(plan.path) for plan in rewrite.files if plan.changed]

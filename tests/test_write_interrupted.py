@@ -1,0 +1,175 @@
+"""A write stopped at each phase by a signal, or killed: the tree ends all old or all new, with no file of ours left.
+
+Each case runs the write in a child process that signals itself at a chosen point (`KILLER`): while staging, right
+after the journal says "replacing", after two of the files were replaced, after the journal says "committed", and in
+the middle of the roll-back a SIGTERM started. A signal Python can catch must leave the tree as it was (or, after the
+commit, fully written) at once; after SIGKILL the next write's `recover` must.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tileblend.upstream import copies as check_copies
+from tileblend.upstream.transaction import JOURNAL, recover
+
+
+KILLER = textwrap.dedent(
+    """
+    import os, signal, sys
+    from pathlib import Path
+
+    from tileblend.upstream import transaction
+
+    phase, signum, command = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+    replace, stage, counts = os.replace, transaction._stage, {"stage": 0, "module": 0, "journal": 0, "restore": 0}
+
+
+    def kill(sent=signum):
+        os.kill(os.getpid(), sent)
+
+
+    def staging(path, data, like):
+        stage(path, data, like)
+        counts["stage"] += 1
+        if phase == "staging" and counts["stage"] == 3:
+            kill()
+
+
+    def replacing(source, target):
+        if str(source).endswith(".orig"):  # a roll-back puts a file back
+            counts["restore"] += 1
+            if phase == "rolling-back" and counts["restore"] == 1:
+                kill(signal.SIGKILL)
+        replace(source, target)
+        kind = "journal" if str(target).endswith(transaction.JOURNAL) else "module"
+        counts[kind] += 1
+        if (phase, kind, counts[kind]) in {
+            ("replacing-started", "journal", 1),
+            ("replaced-two", "module", 2),
+            ("rolling-back", "module", 2),
+            ("committed", "journal", 2),
+        }:
+            kill()
+
+
+    transaction._stage, os.replace = staging, replacing
+    from tileblend.cli import main
+
+    sys.exit(main(command))
+    """
+)
+PHASES = ["staging", "replacing-started", "replaced-two", "committed"]
+
+
+def tree_files(root: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(root)): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
+
+
+def ours(root: Path) -> list[str]:
+    """Files of tileblend's transactions left in `root`."""
+    return [str(path) for path in root.rglob("*") if ".tileblend-" in path.name or path.name.startswith(JOURNAL)]
+
+
+def killed_rewrite(root: Path, phase: str, signum: int, tmp_path: Path) -> subprocess.CompletedProcess:
+    script = tmp_path / "killer.py"
+    script.write_text(KILLER)
+    command = [sys.executable, str(script), phase, str(signum), "rewrite", str(root)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def trees(tmp_path_factory) -> tuple[Path, dict[str, bytes], dict[str, bytes]]:
+    """(a small diffusers checkout, its files, its files once rewritten)."""
+    from test_rewrite import INSTALLED, link_tree
+
+    pristine = tmp_path_factory.mktemp("pristine")
+    package = pristine / "src" / "diffusers"
+    for relative in ["__init__.py", "models/autoencoders/vae.py", "models/autoencoders/autoencoder_kl.py"]:
+        (package / relative).parent.mkdir(parents=True, exist_ok=True)
+        (package / relative).write_bytes((INSTALLED / relative).read_bytes())
+    for name in ["autoencoder_kl_wan.py", "autoencoder_kl_cogvideox.py", "autoencoder_kl_mochi.py"]:
+        (package / "models/autoencoders" / name).write_bytes((INSTALLED / "models/autoencoders" / name).read_bytes())
+    rewritten = link_tree(pristine, tmp_path_factory.mktemp("rewritten") / "checkout")
+    assert (
+        subprocess.run([sys.executable, "-m", "tileblend", "rewrite", str(rewritten)], capture_output=True).returncode
+        == 0
+    )
+    return pristine, tree_files(pristine), tree_files(rewritten)
+
+
+def fresh(trees, tmp_path: Path) -> Path:
+    from test_rewrite import link_tree
+
+    return link_tree(trees[0], tmp_path / "checkout")
+
+
+CAUGHT = [(phase, signal.SIGTERM) for phase in PHASES] + [("replaced-two", signal.SIGHUP), ("staging", signal.SIGINT)]
+
+
+@pytest.mark.parametrize("phase, signum", CAUGHT)
+def test_a_caught_signal_rolls_back_at_once(trees, tmp_path, phase, signum):
+    root = fresh(trees, tmp_path)
+    result = killed_rewrite(root, phase, signum, tmp_path)
+    name = signal.Signals(signum).name
+    assert result.returncode == 128 + signum, result.stderr
+    if phase == "committed":  # the signal came after the last replacement: the write finishes, then stops
+        assert result.stderr == f"tileblend rewrite: interrupted by {name}; every file was written\n"
+        assert tree_files(root) == trees[2]
+    else:
+        assert result.stderr == f"tileblend rewrite: interrupted by {name}; nothing was written\n"
+        assert tree_files(root) == trees[1]
+    assert ours(root) == []
+
+
+@pytest.mark.parametrize("phase", [*PHASES, "rolling-back"])
+def test_after_sigkill_the_next_rewrite_recovers_first(trees, tmp_path, phase, capsys):
+    """Killed (SIGKILL; in "rolling-back" a SIGTERM's roll-back is killed halfway): `rewrite --check` refuses, the next
+    `rewrite` finishes the old transaction (rolled back, or cleaned up after its commit), says so, then rewrites."""
+    from tileblend.cli import main as tileblend
+
+    root = fresh(trees, tmp_path)
+    result = killed_rewrite(root, phase, signal.SIGTERM if phase == "rolling-back" else signal.SIGKILL, tmp_path)
+    assert result.returncode == -signal.SIGKILL
+    assert (root / JOURNAL).exists() and tree_files(root) not in (trees[1], trees[2])
+
+    assert tileblend(["rewrite", str(root), "--check"]) == 2
+    assert "a write was interrupted" in capsys.readouterr().err
+    assert tileblend(["rewrite", str(root)]) == 0
+    err = capsys.readouterr().err
+    if phase == "committed":
+        assert "of a write that finished: removed its 5 leftover backups; the files stay written" in err
+    else:
+        assert "of an interrupted write: rolled back" in err and "the tree is as before it" in err
+    assert tree_files(root) == trees[2] and ours(root) == []
+
+
+def test_the_copy_checker_recovers_too(trees, tmp_path, capsys):
+    root = fresh(trees, tmp_path)
+    assert killed_rewrite(root, "replaced-two", signal.SIGKILL, tmp_path).returncode == -signal.SIGKILL
+    assert check_copies.main(["--path", str(root)]) == 2
+    assert "a write was interrupted; --fix_and_overwrite rolls it back" in capsys.readouterr().err
+    check_copies.main(["--path", str(root), "--fix_and_overwrite"])  # this small tree lacks the sources of its copies
+    assert "of an interrupted write: rolled back (2 files put back)" in capsys.readouterr().out
+    assert tree_files(root) == trees[1] and ours(root) == []
+
+
+def test_a_journal_cut_short_is_removed(tmp_path):
+    (tmp_path / JOURNAL).write_bytes(b'{"format": "tileblend trans')
+    assert "stopped before it staged anything" in recover(tmp_path)
+    assert not (tmp_path / JOURNAL).exists() and recover(tmp_path) is None
+
+
+def test_recovery_from_the_command_line(trees, tmp_path):
+    """`make fix-copies` runs this before a checkout's own checker."""
+    root = fresh(trees, tmp_path)
+    assert killed_rewrite(root, "replaced-two", signal.SIGKILL, tmp_path).returncode == -signal.SIGKILL
+    command = [sys.executable, "-m", "tileblend.upstream.transaction", str(root)]
+    result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert result.returncode == 0 and "rolled back (2 files put back)" in result.stdout
+    assert tree_files(root) == trees[1] and ours(root) == []
