@@ -2,6 +2,7 @@
 
 import inspect
 
+import pytest
 import torch
 
 from tileblend import blend
@@ -149,3 +150,93 @@ def test_a_tree_without_blends_is_an_error(tmp_path, capsys):
     assert tileblend(["rewrite", str(tmp_path)]) == 2
     assert "no loop blend methods found" in capsys.readouterr().err
     assert (autoencoders / "vae.py").read_text() == VAE
+
+
+def files_of(root) -> dict[str, str]:
+    return {str(path.relative_to(root)): path.read_text() for path in sorted(root.rglob("*.py"))}
+
+
+COPY_COMMENT = "    # Copied from diffusers.models.autoencoders.vae.AutoencoderMixin.blend_v\n"
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        ("blend_v(self, a: torch.Tensor, b:", "blend_v(self, a: torch.Tensor, scale: float, b:"),  # a parameter
+        ("        if blend_extent <= 0:\n", "        print('mine')\n        if blend_extent <= 0:\n"),  # own code
+        (COPY_COMMENT, COPY_COMMENT + "    @torch.no_grad()\n"),  # a decorator below the comment
+    ],
+    ids=["parameter", "own-code", "decorator"],
+)
+@pytest.mark.parametrize("inherit", [False, True], ids=["copies", "inherit"])
+def test_an_edited_copy_is_left_alone_and_reported(tmp_path, capsys, edit, inherit):
+    """A method under tileblend's own "Copied from" comment that was edited since is neither refreshed nor deleted."""
+    autoencoders = make_tree(tmp_path)
+    assert tileblend(["rewrite", str(tmp_path)]) == 0
+    tiny = autoencoders / "tiny.py"
+    first = tiny.read_text().index(COPY_COMMENT)
+    text = tiny.read_text()
+    edited = text[:first] + text[first:].replace(*edit, 1)
+    assert edited != text
+    tiny.write_text(edited)
+    capsys.readouterr()
+    assert tileblend(["rewrite", str(tmp_path), *(["--inherit"] if inherit else [])]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "tiny.py: skipped (under tileblend's Copied from comment, edited since it was written): TinyVAE.blend_v" in out
+    )
+    assert edited[first : edited.index("\n\n", first)] in tiny.read_text()
+
+
+def test_a_mixin_method_of_its_own_is_refused(tmp_path, capsys):
+    autoencoders = make_tree(tmp_path)
+    own = "    @torch.no_grad()\n    def blend_v(self, a, b, blend_extent):\n        return b\n"
+    (autoencoders / "vae.py").write_text(VAE + "\n" + own)
+    before = files_of(tmp_path)
+    assert tileblend(["rewrite", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "vae.py: line 12: AutoencoderMixin.blend_v is neither the row loop nor a text tileblend wrote" in err
+    assert err.count("\n") == 1 and files_of(tmp_path) == before
+
+
+@pytest.mark.parametrize("name", ["blend_row_loop", "TestTinyVAETilingBlend"])
+def test_a_test_definition_of_its_own_is_refused(tmp_path, capsys, monkeypatch, name):
+    """A user's class or function named like one the rewrite adds to upstream's tests is never replaced."""
+    from tileblend.upstream import test_files
+    from tileblend.upstream.test_cases import CASES
+
+    make_tree(tmp_path)
+    monkeypatch.setitem(CASES, "TinyVAE", CASES["AutoencoderKL"])
+    tests = tmp_path / "tests" / "models" / "autoencoders"
+    tests.mkdir(parents=True)
+    (tests / "testing_utils.py").write_text(
+        "from ...testing_utils import torch_device\n\n\nclass AutoencoderTesterMixin:\n    pass\n"
+        + ("\n\ndef blend_row_loop(a, b):\n    return b\n" if name == "blend_row_loop" else "")
+    )
+    (tests / "test_models_tiny.py").write_text(
+        "from .testing_utils import AutoencoderTesterMixin\n\n\nclass TinyVAETesterConfig:\n"
+        "    @property\n    def model_class(self):\n        return TinyVAE\n"
+        + ("\n\nclass TestTinyVAETilingBlend:\n    pass\n" if name.startswith("Test") else "")
+    )
+    assert test_files.TESTING_UTILS.name == "testing_utils.py"
+    before = files_of(tmp_path)
+    assert tileblend(["rewrite", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f": {name} is not the text tileblend writes (edited, or someone else's)" in err
+    assert err.count("\n") == 1 and files_of(tmp_path) == before
+
+
+def test_a_switch_back_from_the_inherit_layout_is_refused(tmp_path, capsys):
+    """copies -> --inherit converts the whole tree; --inherit -> copies cannot (nothing says which classes had a
+    loop), so it is refused, and --check does not call the inherit layout up to date for the copies layout."""
+    make_tree(tmp_path)
+    assert tileblend(["rewrite", str(tmp_path)]) == 0
+    assert tileblend(["rewrite", str(tmp_path), "--inherit"]) == 0
+    assert "deleted (inherited): TinyVAE.blend_v, TinyVAE.blend_h" in capsys.readouterr().out
+    inherited = files_of(tmp_path)
+    for mode in ([], ["--check"], ["--diff"]):
+        assert tileblend(["rewrite", str(tmp_path), *mode]) == 2
+        err = capsys.readouterr().err
+        assert "is rewritten in the --inherit layout" in err and err.count("\n") == 1
+    assert tileblend(["rewrite", str(tmp_path), "--inherit", "--check"]) == 0
+    assert files_of(tmp_path) == inherited

@@ -43,16 +43,25 @@ def test_an_edit_that_breaks_the_file_is_refused_and_no_edit_keeps_the_text():
     assert edited(TEXT, []) == TEXT
 
 
-def test_definitions_replace_in_place_or_insert_in_order():
+def test_definitions_keep_their_own_text_or_insert_in_order(tmp_path):
     lines = TEXT.splitlines(keepends=True)
     tree = ast.parse(TEXT)
-    definitions = [("old", "def old():\n    return 3\n", None), ("A", "class A:\n    pass\n", 6), ("B", "B = 1\n", 6)]
+    own = "def old():\n    return 1\n"
+    assert own in TEXT
+    definitions = [("old", own, None), ("A", "class A:\n    pass\n", 6), ("B", "B = 1\n", 6)]
     definitions.append(("last", "def last():\n    pass\n", None))
-    text = edited(TEXT, definition_edits(lines, tree, definitions))
-    expected = TEXT.replace("return 1", "return 3").replace(
-        "    pass\n\n\ndef old", "    pass\n\n\nclass A:\n    pass\n\n\nB = 1\n\n\ndef old"
-    )
+    text = edited(TEXT, definition_edits(lines, tree, definitions, tmp_path / "m.py"))
+    expected = TEXT.replace("    pass\n\n\ndef old", "    pass\n\n\nclass A:\n    pass\n\n\nB = 1\n\n\ndef old")
     assert text == expected.rstrip("\n") + "\n\n\ndef last():\n    pass\n"
+
+
+def test_a_definition_with_other_text_is_refused_not_replaced(tmp_path):
+    """A user's own `old` (or ours, edited) is never overwritten: the error names the file, the line and the name."""
+    lines = TEXT.splitlines(keepends=True)
+    with pytest.raises(
+        RewriteError, match=r"m.py: line \d+: old is not the text tileblend writes .*nothing was written"
+    ):
+        definition_edits(lines, ast.parse(TEXT), [("old", "def old():\n    return 3\n", None)], tmp_path / "m.py")
 
 
 def test_import_edits_merge_sort_and_split():

@@ -3,7 +3,7 @@ applied.
 
 An `Edit` replaces whole lines of the file as read (`split_lines`); edits of one file never overlap, and are applied
 together by `apply_edits`, which checks that the result parses. The edits the test files need are built here too:
-`definition_edits` (a top-level class or function replaced where it is, or inserted after a line) and `import_edit`
+`definition_edits` (a top-level class or function inserted after a line, or kept where it is written already) and `import_edit`
 (names added to a `from ... import`), formatted as upstream's ruff formats them (`LINE_LENGTH`, `import_order`).
 """
 
@@ -11,7 +11,7 @@ import ast
 from pathlib import Path
 from typing import NamedTuple
 
-from .source_files import SourceError, with_newline
+from .source_files import SourceError, normalize_newlines, with_newline
 
 
 LINE_LENGTH = 119  # upstream's ruff line-length (pyproject.toml)
@@ -57,15 +57,23 @@ def first_line(node: ast.FunctionDef | ast.ClassDef) -> int:
     return (node.decorator_list[0].lineno if node.decorator_list else node.lineno) - 1
 
 
-def definition_edits(lines: list[str], tree: ast.Module, definitions: list[tuple[str, str, int | None]]) -> list[Edit]:
-    """The edits writing each (name, text, after) of `definitions`: over the top-level class or function `name` where
-    the file has one, otherwise inserted after line `after` (None: at the end of the file), two blank lines above
-    each; definitions inserted at the same place keep their order."""
+def definition_edits(
+    lines: list[str], tree: ast.Module, definitions: list[tuple[str, str, int | None]], path: Path
+) -> list[Edit]:
+    """The edits writing each (name, text, after) of `definitions` into the file `path`: inserted after line `after`
+    (None: at the end of the file), two blank lines above each (definitions inserted at the same place keep their
+    order), or nothing where the file defines `name` at top level with exactly that text. Raises `RewriteError` where
+    it defines `name` otherwise (someone's own, or edited since it was written): it is not replaced."""
     existing = {node.name: node for node in tree.body if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
     edits, inserted = [], {}
     for name, text, after in definitions:
         if name in existing:
-            edits.append(Edit(first_line(existing[name]), existing[name].end_lineno, text.splitlines(keepends=True)))
+            node = existing[name]
+            if normalize_newlines("".join(lines[first_line(node) : node.end_lineno])) != text:
+                raise RewriteError(
+                    f"{path}: line {first_line(node) + 1}: {name} is not the text tileblend writes (edited, or "
+                    "someone else's); tileblend replaces only its own: rename or remove it; nothing was written"
+                )
         else:
             inserted.setdefault(after, []).extend(["\n", "\n", *text.splitlines(keepends=True)])
     for after, added in inserted.items():

@@ -6,7 +6,8 @@ identifies as the row loop (or that already carries the mixin's "Copied from" co
     # Copied from diffusers.models.autoencoders.vae.AutoencoderMixin.blend_X
     <the AutoencoderMixin method, same text>
 
-a self-contained method: no import changes. With `inherit`, such a method of a class that names `AutoencoderMixin`
+a self-contained method: no import changes. A method is replaced (or deleted) only when it is the loop or exactly
+that text; one under that comment with other text (edited since) is left alone and reported. With `inherit`, such a method of a class that names `AutoencoderMixin`
 among its bases is deleted instead (with its comment), so the class inherits the mixin's; only classes that do not
 derive from the mixin keep copies. `plan_vae` plans vae.py: the same for its own loops, plus the `AutoencoderMixin`
 methods, added or refreshed. Both parse their input once, compute every edit on that one tree (the edits never
@@ -20,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from textwrap import dedent
 from typing import NamedTuple
 
 from ..recognize import blend_candidates, recognize
@@ -65,8 +67,12 @@ class FileRewrite:
     rewritten: list[MethodId] = field(default_factory=list)  # replaced from the loop (or refreshed)
     up_to_date: list[MethodId] = field(default_factory=list)  # already the current copy
     skipped: list[MethodId] = field(default_factory=list)  # named like a blend, not recognised
+    edited: list[MethodId] = field(default_factory=list)  # under tileblend's "Copied from", not its text: left alone
     nested: list[MethodId] = field(default_factory=list)  # loops in a class that is not at module level
     deleted: list[MethodId] = field(default_factory=list)  # deleted: the class inherits the mixin's
+    derived: list[MethodId] = field(default_factory=list)  # loops and copies of classes deriving from the mixin
+    synced: set[str] = field(default_factory=set)  # blend names with a copy of the tree's own mixin method
+    mixin_written: bool = False  # vae.py only: AutoencoderMixin holds tileblend's three methods already
 
     @property
     def changed(self) -> bool:
@@ -113,42 +119,50 @@ def _deletion(lines: list[str], start: int, end: int) -> Edit:
 
 
 def _copy_edits(
-    plan: FileRewrite, lines: list[str], tree: ast.Module, code: UpstreamCode, inherit: bool
+    plan: FileRewrite, lines: list[str], tree: ast.Module, code: UpstreamCode, inherit: bool, earlier: dict[str, str]
 ) -> list[Edit]:
-    """The edits turning the file's loops into copies, or with `inherit` deleting those of classes that derive from
+    """The edits turning the file's loops, and copies of the mixin's methods as the tree holds them (`earlier`, an
+    earlier run's), into copies of `code`, or with `inherit` deleting those of classes that derive from
     `AutoencoderMixin` (vae.py's own `AutoencoderMixin` excepted); fills the plan's lists of rewritten, up-to-date,
-    deleted, skipped and nested methods."""
+    deleted, skipped, edited and nested methods."""
     edits = []
     for cls, function in blend_candidates(tree):
         if plan.kind is FileKind.VAE and cls.name == SOURCE_CLASS and cls in tree.body:
             continue
         name = MethodId(cls.name, function.name)
         start, target = _copied_from_start(lines, first_line(function))
-        ours = target == code.copied_from(function.name).removeprefix("diffusers.")
-        if recognize(function) is None and not ours:
-            plan.skipped.append(name)
+        indent = lines[function.lineno - 1][: function.col_offset]
+        comment = f"{indent}# Copied from {code.copied_from(function.name)}\n"
+        text = normalize_newlines("".join(lines[start : function.end_lineno]))
+        written = text == "".join([comment, *_indent(code.methods[function.name], indent)])
+        if function.name in earlier and text == "".join([comment, *_indent(earlier[function.name], indent)]):
+            plan.synced.add(function.name)
+        elif recognize(function) is None and not written:
+            ours = target == code.copied_from(function.name).removeprefix("diffusers.")
+            (plan.edited if ours else plan.skipped).append(name)
             continue
         if cls not in tree.body:
             plan.nested.append(name)
             continue
+        if _inherits_mixin(cls):
+            plan.derived.append(name)
         if inherit and _inherits_mixin(cls):
             plan.deleted.append(name)
             edits.append(_deletion(lines, start, function.end_lineno))
-            continue
-        indent = lines[function.lineno - 1][: function.col_offset]
-        replacement = [f"{indent}# Copied from {code.copied_from(function.name)}\n"]
-        replacement += _indent(code.methods[function.name], indent)
-        if normalize_newlines("".join(lines[start : function.end_lineno])) == "".join(replacement):
+        elif written:
             plan.up_to_date.append(name)
         else:
             plan.rewritten.append(name)
-            edits.append(Edit(start, function.end_lineno, replacement))
+            edits.append(Edit(start, function.end_lineno, [comment, *_indent(code.methods[function.name], indent)]))
     return edits
 
 
-def plan_module(source: SourceFile, code: UpstreamCode, inherit: bool = False) -> FileRewrite:
+def plan_module(
+    source: SourceFile, code: UpstreamCode, inherit: bool = False, earlier: dict[str, str] | None = None
+) -> FileRewrite:
     """Plan the rewrite of an autoencoder module other than vae.py (not parsed when it defines no `blend_v/h/t`); with
-    `inherit`, the loops of classes deriving from `AutoencoderMixin` are deleted rather than copied over."""
+    `inherit`, the loops of classes deriving from `AutoencoderMixin` are deleted rather than copied over. `earlier`
+    holds the tree's own `AutoencoderMixin` methods (`mixin_methods`): copies of those are an earlier run's."""
     plan = FileRewrite(
         path=source.path, kind=FileKind.MODULE, old=source.text, new=source.text, encoding=source.encoding
     )
@@ -156,28 +170,59 @@ def plan_module(source: SourceFile, code: UpstreamCode, inherit: bool = False) -
         return plan
     lines = split_lines(source.text)
     tree = parse_source(source.text, source.path)
-    plan.new = apply_edits(lines, _copy_edits(plan, lines, tree, code, inherit), source.newline, source.path)
+    edits = _copy_edits(plan, lines, tree, code, inherit, earlier or {})
+    plan.new = apply_edits(lines, edits, source.newline, source.path)
     return plan
 
 
-def _mixin_edits(mixin: ast.ClassDef, code: UpstreamCode) -> list[Edit]:
-    """The edits writing the mixin's blend methods: over the existing ones, the others appended to the class."""
+def _mixin_edits(
+    mixin: ast.ClassDef, lines: list[str], code: UpstreamCode, synced: set[str], path: Path
+) -> list[Edit]:
+    """The edits writing the mixin's blend methods: over a loop of that name or an earlier run's method (one the
+    tree's copies are copies of, `synced`, or one with the docstring written here), the missing ones appended to the
+    class. Raises `RewriteError` for a method of that name that is none of these nor exactly the text written here."""
     methods = {node.name: node for node in mixin.body if isinstance(node, ast.FunctionDef)}
     edits, appended = [], []
     for name, text in code.methods.items():
-        if name in methods:
-            edits.append(Edit(methods[name].lineno - 1, methods[name].end_lineno, text.splitlines(keepends=True)))
-        else:
+        if name not in methods:
             appended += ["\n", *text.splitlines(keepends=True)]
+            continue
+        method = methods[name]
+        if normalize_newlines("".join(lines[first_line(method) : method.end_lineno])) == text:
+            continue
+        earlier = name in synced or ast.get_docstring(method) == ast.get_docstring(ast.parse(dedent(text)).body[0])
+        if recognize(method) is None and not earlier:
+            raise RewriteError(
+                f"{path}: line {first_line(method) + 1}: {SOURCE_CLASS}.{name} is neither the row loop nor a "
+                "text tileblend wrote (its copies in the tree have another); tileblend replaces only those; nothing "
+                "was written"
+            )
+        edits.append(Edit(first_line(method), method.end_lineno, text.splitlines(keepends=True)))
     if appended:
         edits.append(Edit(mixin.end_lineno, mixin.end_lineno, appended))
     return edits
 
 
-def plan_vae(source: SourceFile, code: UpstreamCode, version: str, inherit: bool = False) -> FileRewrite:
+def mixin_methods(source: SourceFile) -> dict[str, str]:
+    """The blend methods of vae.py's `AutoencoderMixin` as the file holds them (newlines normalized), by name."""
+    tree = parse_source(source.text, source.path)
+    lines = split_lines(source.text)
+    classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == SOURCE_CLASS]
+    methods = [node for node in classes[0].body if isinstance(node, ast.FunctionDef)] if classes else []
+    return {
+        node.name: normalize_newlines("".join(lines[first_line(node) : node.end_lineno]))
+        for node in methods
+        if BLEND_DEFINITION.match(f"def {node.name}")
+    }
+
+
+def plan_vae(
+    source: SourceFile, code: UpstreamCode, version: str, inherit: bool = False, synced: set[str] = frozenset()
+) -> FileRewrite:
     """Plan the rewrite of vae.py: the `AutoencoderMixin` blend methods added or refreshed, and its own loops (outside
-    the mixin) made copies, or deleted with `inherit`. `version` (the tree's diffusers version) names the tree in the
-    error raised when vae.py has no `AutoencoderMixin`."""
+    the mixin) made copies, or deleted with `inherit`. `synced` names the mixin methods the other modules hold copies
+    of (an earlier run's, refreshed too). `version` (the tree's diffusers version) names the tree in the error raised
+    when vae.py has no `AutoencoderMixin`."""
     plan = FileRewrite(path=source.path, kind=FileKind.VAE, old=source.text, new=source.text, encoding=source.encoding)
     tree = parse_source(source.text, source.path)
     classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == SOURCE_CLASS]
@@ -188,6 +233,8 @@ def plan_vae(source: SourceFile, code: UpstreamCode, version: str, inherit: bool
             f"{SOURCE_CLASS}; tileblend.enable() works on this version"
         )
     lines = split_lines(source.text)
-    edits = _copy_edits(plan, lines, tree, code, inherit) + _mixin_edits(classes[0], code)
-    plan.new = apply_edits(lines, edits, source.newline, source.path)
+    edits = _copy_edits(plan, lines, tree, code, inherit, mixin_methods(source))
+    mixin_edits = _mixin_edits(classes[0], lines, code, synced | plan.synced, source.path)
+    plan.mixin_written = not mixin_edits
+    plan.new = apply_edits(lines, edits + mixin_edits, source.newline, source.path)
     return plan

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from .blend_methods import SOURCE_CLASS, UpstreamCode, upstream_code
 from .edits import RewriteError
-from .model_files import VAE_MODULE, FileKind, FileRewrite, MethodId, plan_module, plan_vae
+from .model_files import VAE_MODULE, FileKind, FileRewrite, MethodId, mixin_methods, plan_module, plan_vae
 from .source_files import SourceError, SourceFile, find_package, read_source, split_lines
 from .test_files import plan_test_files
 from .transaction import JOURNAL, Interrupted, recover, write_files
@@ -78,15 +78,25 @@ def plan_rewrite(path: Path, code: UpstreamCode | None = None, inherit: bool = F
     code = code or upstream_code()
     package, root = diffusers_tree(path)
     version = _version(package)
+    vae_source = read_source(package / AUTOENCODERS / f"{VAE_MODULE}.py")
+    earlier = mixin_methods(vae_source)
     modules = []
     for module in sorted((package / AUTOENCODERS).glob("*.py")):
-        source = read_source(module)
-        if module.stem == VAE_MODULE:
-            modules.append(plan_vae(source, code, version, inherit))
-        elif (plan := plan_module(source, code, inherit)).vectorized or plan.skipped or plan.nested:
-            modules.append(plan)
+        if module.stem != VAE_MODULE:
+            plan = plan_module(read_source(module), code, inherit, earlier)
+            if plan.vectorized or plan.skipped or plan.edited or plan.nested:
+                modules.append(plan)
+    synced = {name for plan in modules for name in plan.synced}
+    modules = sorted([*modules, plan_vae(vae_source, code, version, inherit, synced)], key=lambda plan: plan.path)
     if not any(plan.vectorized for plan in modules):
         raise RewriteError(f"no loop blend methods found under {package / AUTOENCODERS}")
+    vae = next(plan for plan in modules if plan.kind is FileKind.VAE)
+    if not inherit and vae.mixin_written and not any(plan.derived for plan in modules):
+        raise RewriteError(
+            f"{path} is rewritten in the --inherit layout: no class deriving from {SOURCE_CLASS} has a blend method "
+            "left, and nothing in the tree says which had one; rewrite it with --inherit, or start from a pristine "
+            "checkout; nothing was written"
+        )
     tests = plan_test_files(root, modules) if root is not None else []
     return TreeRewrite(package, root, version, modules + tests)
 
@@ -113,6 +123,9 @@ def report(rewrite: TreeRewrite) -> str:
                 lines.append(f"{relative}: {label}: {_names(names)}")
         if plan.skipped:
             lines.append(f"{relative}: skipped (named like a blend, not the loop): {_names(plan.skipped)}")
+        if plan.edited:
+            reason = "under tileblend's Copied from comment, edited since it was written"
+            lines.append(f"{relative}: skipped ({reason}): {_names(plan.edited)}")
         if plan.nested:
             reason = "a loop in a nested class, where a copy cannot be checked"
             lines.append(f"{relative}: skipped ({reason}): {_names(plan.nested)}")
@@ -124,7 +137,7 @@ def report(rewrite: TreeRewrite) -> str:
     methods = sum(len(plan.vectorized) for plan in vectorized)
     rewritten = sum(len(plan.rewritten) for plan in rewrite.files)
     deleted = sum(len(plan.deleted) for plan in rewrite.files)
-    skipped = [name for plan in rewrite.files for name in plan.skipped + plan.nested]
+    skipped = [name for plan in rewrite.files for name in plan.skipped + plan.edited + plan.nested]
     lines.append(
         f"{methods} blend methods in {len(vectorized)} files ({rewritten} rewritten, {deleted} deleted, "
         f"{methods - rewritten - deleted} up to date), {len(skipped)} skipped, "

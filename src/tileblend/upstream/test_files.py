@@ -6,7 +6,8 @@ the reference row loop `blend_row_loop` and `AutoencoderTilingBlendTesterMixin` 
 `assert_tensors_close` and `require_torch_gpu` to its `from ...testing_utils import ...`) and, in the test file of
 every rewritten class that has one and a case in `CASES`, a `Test<Model>TilingBlend` class composing the model's config
 with the mixin (and the mixin to the file's `from .testing_utils import ...`). Existing classes and methods are not
-touched; a second run refreshes the added text and changes nothing else. An older checkout with
+touched: a definition of one of those names that is not exactly the text tileblend writes (a user's own, or ours
+edited) stops the rewrite with an error naming it, so a second run changes nothing. An older checkout with
 `tests/models/autoencoders/` but without that layout gets one standalone test module instead
 (`tileblend.upstream.standalone_test`). Each file is parsed once and edited through `tileblend.upstream.edits`; it
 keeps its line endings, the lines added taking the file's dominant one.
@@ -63,7 +64,7 @@ def _edited(source: SourceFile, tree: ast.Module, definitions: list, imports: li
     """The file with `definitions` (`tileblend.upstream.edits.definition_edits`) written and the names of each of
     `imports` ((module, level, names)) imported."""
     lines = split_lines(source.text)
-    edits = definition_edits(lines, tree, definitions)
+    edits = definition_edits(lines, tree, definitions, source.path)
     edits += [edit for edit in (import_edit(tree, *names) for names in imports) if edit is not None]
     new = apply_edits(lines, edits, source.newline, source.path)
     return FileRewrite(path=source.path, kind=FileKind.TESTS, old=source.text, new=new, encoding=source.encoding)
@@ -77,7 +78,7 @@ def _test_file(source: SourceFile, classes: set[str], tested: set[str]) -> FileR
     definitions, imports = [], [("testing_utils", 1, (MIXIN_NAME,))]
     for model, config in _config_classes(tree).items():
         name = f"Test{model}{TEST_CLASS_SUFFIX}"
-        # A test class an earlier run added is refreshed too: after `--inherit` its model has no blend method left.
+        # A test class an earlier run added is checked too: after `--inherit` its model has no blend method left.
         if (model not in classes and name not in written) or model not in CASES or model in tested:
             continue
         after = _slicing_tiling_end(tree, config.name)
