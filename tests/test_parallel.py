@@ -159,7 +159,23 @@ def _error_cases(rank, world_size) -> dict:
     output, _ = _output(model, entry, "decode", x, timeout=30)  # seconds, as a number
     results["timeout in seconds"] = _digest(output) == _digest(run_path(model, entry, "decode", x))
     attempt("timeout a string", lambda: _output(model, entry, "decode", x, timeout="30"))
+    results["timestep-conditioned ltx"] = _timestep_conditioned_ltx(world_size)
     return results
+
+
+def _timestep_conditioned_ltx(world_size) -> dict:
+    """An LTX VAE with `timestep_conditioning`, decoded as LTXPipeline calls it: `decode(latents, temb)`."""
+    from tileblend.calls import record_blends
+
+    entry = MODELS["ltx-video"]
+    entry = dataclasses.replace(entry, init_kwargs={**entry.init_kwargs, "timestep_conditioning": True})
+    model = build_model(entry)
+    x = torch.randn(grid_shape(entry, "decode", world_size), generator=torch.Generator().manual_seed(0))
+    temb = torch.tensor([0.05])
+    with torch.no_grad(), record_blends(type(model)) as calls:
+        expected = model.decode(x, temb).sample
+    output = tileblend.parallel.decode(model, x, temb).sample
+    return {"equal": _digest(output) == _digest(expected), "blends": sum(calls.counts().values())}
 
 
 def worker_main(rank: int, world_size: int, port: int, out: str) -> None:
@@ -257,6 +273,7 @@ def check_small_input_and_dst(results):
         errors = rank_results["errors"]
         assert errors["one tile"]["equal"] and errors["one tile"]["tiles"] == 1
         assert errors["tiled"] is True and errors["timeout in seconds"] is True
+        assert errors["timestep-conditioned ltx"]["equal"] is True and errors["timestep-conditioned ltx"]["blends"] > 0
         dst = errors["dst"]
         assert dst["none"] is (rank != 1)
         if rank == 1:
@@ -385,7 +402,9 @@ def test_same_inputs_with_infinities_of_both_signs_are_the_same_input():
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
         facts = {"inputs": exchange.fingerprint(x)}
-        exchange.agree(facts, dist.group.WORLD, torch.device("cpu"), datetime.timedelta(seconds=5))  # raised before
+        exchange.agree(
+            facts, dist.group.WORLD, torch.device("cpu"), exchange.Deadline.after(datetime.timedelta(seconds=5))
+        )
     finally:
         dist.destroy_process_group()
 

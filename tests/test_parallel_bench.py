@@ -100,3 +100,53 @@ def test_parallel_decode_example_on_nccl():
 
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert "bitwise equal to the single-device tiled decode: yes" in completed.stdout
+
+
+def wait_for(condition, seconds: float = 240.0) -> None:
+    import time
+
+    end = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < end, "the processes did not start"
+        time.sleep(0.2)
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process table from /proc")
+def test_ctrl_c_stops_the_benchmark_and_every_process_it_started(tmp_path):
+    """Ctrl-C (SIGINT to the command, which the arms' own sessions do not get from a terminal): one line, exit 130, no
+    process left, no JSON; the same for an arm under torchrun and its ranks."""
+    import signal
+
+    env = dict(os.environ, TMPDIR=str(tmp_path), PYTHONWARNINGS="ignore")
+    record = tmp_path / "parallel.json"
+    command = [sys.executable, "-m", "tileblend", "bench", "parallel", "--preset", "small", "--size", "128"]
+    command += ["--device", "cpu", "--reps", "100000", "--json", str(record)]
+    bench = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: len(processes_mentioning(f"{tmp_path}/tileblend-parallel-")) >= 1)
+    bench.send_signal(signal.SIGINT)
+    _, err = bench.communicate(timeout=60)
+    assert bench.returncode == 130
+    assert err == "tileblend bench parallel: interrupted; its processes were stopped, nothing written\n"
+    assert processes_mentioning(str(tmp_path)) == [] and not record.exists()
+
+    script = tmp_path / "arm.py"
+    script.write_text(
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from tileblend.bench import parallel\n"
+        "from tileblend.bench.options import worker_config\n"
+        "from tileblend.cli import build_parser\n"
+        "args = build_parser().parse_args(['bench', 'parallel', '--preset', 'small', '--size', '128', '--reps', "
+        "'100000'])\n"
+        "config = worker_config(args, parallel.decode.workload_config(args))\n"
+        "try:\n"
+        "    parallel._run_arm(config, 2, Path(sys.argv[1]), timeout=300)\n"
+        "except KeyboardInterrupt:\n"
+        "    sys.exit(130)\n"
+    )
+    out = tmp_path / "arm-out"
+    arm = subprocess.Popen([sys.executable, str(script), str(out)], env=env)
+    wait_for(lambda: len(processes_mentioning(f"--out\0{out}")) >= 3)  # torchrun and both ranks
+    arm.send_signal(signal.SIGINT)
+    assert arm.wait(timeout=60) == 130
+    assert processes_mentioning(str(out)) == []

@@ -1,6 +1,7 @@
 """The `tileblend` command: `run`, `verify`, `bench` and `rewrite` subcommands, one module each."""
 
 import argparse
+import sys
 
 from . import __version__, run
 from .bench import cli as bench
@@ -24,6 +25,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse `argv` (default: sys.argv[1:]), run the subcommand and return its exit code (2 on a usage error)."""
+    """Parse `argv` (default: sys.argv[1:]), run the subcommand and return its exit code (2 on a usage error, 130 on
+    Ctrl-C: one line, no traceback)."""
     args = build_parser().parse_args(argv)
-    return args.handler(args)
+    try:
+        return args.handler(args)
+    except KeyboardInterrupt:
+        print(f"tileblend {args.command}: interrupted", file=sys.stderr)
+        return 130

@@ -69,8 +69,8 @@ def add_parser(subparsers) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run both arms; returns 1 if their outputs differ, 2 on a usage error, 3 if an arm ran past --timeout (its
-    processes, torchrun's ranks included, are killed)."""
+    """Run both arms; returns 1 if their outputs differ, 2 on a usage error, 3 if an arm ran past --timeout, 130 on
+    Ctrl-C (in both cases its processes, torchrun's ranks included, are killed)."""
     try:
         config = worker_config(args, decode.workload_config(args))
         decode.check_output_fits(config)
@@ -93,6 +93,11 @@ def main(args: argparse.Namespace) -> int:
         except ArmTimeout as error:
             print(f"tileblend bench parallel: {error}", file=sys.stderr)
             return 3
+        except KeyboardInterrupt:
+            print(
+                "tileblend bench parallel: interrupted; its processes were stopped, nothing written", file=sys.stderr
+            )
+            return 130
         outputs_equal = bitwise_equal(
             torch.load(Path(tmp, "single", "output.pt")), torch.load(Path(tmp, "parallel", "output.pt"))
         )
@@ -160,6 +165,10 @@ def _run_arm(config: WorkerConfig, nproc: int, out: Path, timeout: float) -> lis
         _kill_tree(process.pid)
         process.communicate()
         raise ArmTimeout(f"the {nproc}-process arm ran past --timeout {timeout:g} s; it and its ranks were killed")
+    except KeyboardInterrupt:  # its session does not get the terminal's Ctrl-C: stop it and its ranks here
+        _kill_tree(process.pid)
+        process.communicate()
+        raise
     if process.returncode != 0:
         raise RuntimeError(f"the {nproc}-process arm failed (exit {process.returncode}):\n{output[-4000:]}")
     return [read_result(Path(out, f"rank{rank}.json"), ParallelArmResult) for rank in range(nproc)]

@@ -6,12 +6,14 @@ buffer's layout from the plan. With a destination rank, each other rank sends it
 without one, each buffer is broadcast from its rank to all. Bytes are sent as `uint8`, so every dtype travels as is
 on gloo and NCCL.
 
-No rank ever waits longer than the call's `timeout` for the others: each step starts with `wait_for_all`, which names
-the ranks that did not come, and every operation is started asynchronously and waited on inside `bounded`.
+No rank ever waits longer than the call's `timeout` for the others, in all: the call's `Deadline` is set once, each
+step starts with `wait_for_all`, which names the ranks that did not come, and every operation (the plan's broadcast
+included) is started asynchronously and waited on inside `bounded`, each wait taking what is left of the deadline.
 """
 
 import contextlib
 import datetime
+import pickle
 import time
 from dataclasses import dataclass
 
@@ -65,38 +67,50 @@ def fingerprint(x: torch.Tensor) -> torch.Tensor:
     return torch.cat([header, torch.zeros(16 - len(header), dtype=torch.float64), sums])
 
 
-def _remaining(deadline: float) -> datetime.timedelta:
-    # At least a millisecond: a zero timeout means "wait forever" to `Work.wait`.
-    return datetime.timedelta(seconds=max(deadline - time.monotonic(), 1e-3))
+@dataclass(frozen=True)
+class Deadline:
+    """The end of one call's `timeout` (on `time.monotonic()`'s clock): every wait of the call takes what is left."""
+
+    timeout: datetime.timedelta
+    end: float
+
+    @classmethod
+    def after(cls, timeout: datetime.timedelta) -> "Deadline":
+        return cls(timeout, time.monotonic() + timeout.total_seconds())
+
+    def remaining(self) -> datetime.timedelta:
+        # At least a millisecond: a zero timeout means "wait forever" to `Work.wait`.
+        return datetime.timedelta(seconds=max(self.end - time.monotonic(), 1e-3))
+
+    @property
+    def seconds(self) -> float:
+        return self.timeout.total_seconds()
 
 
 @contextlib.contextmanager
-def bounded(timeout: datetime.timedelta, what: str):
-    """A block that starts asynchronous operations and waits for each with the function it yields (`wait(work)`), at
-    most `timeout` in all; an operation that fails or times out raises `ParallelTilingError` saying that `what` failed
-    (a rank that is late or hangs, or that died: gloo reports a closed connection at once)."""
-    deadline = time.monotonic() + timeout.total_seconds()
+def bounded(deadline: Deadline, what: str):
+    """A block that starts asynchronous operations and waits for each with the function it yields (`wait(work)`),
+    until `deadline` at most; an operation that fails or times out raises `ParallelTilingError` saying that `what`
+    failed (a rank that is late or hangs, or that died: gloo reports a closed connection at once)."""
     try:
-        yield lambda work: work.wait(_remaining(deadline))
+        yield lambda work: work.wait(deadline.remaining())
     except RuntimeError as error:
-        seconds = timeout.total_seconds()
-        raise ParallelTilingError(f"{what} failed (waited at most {seconds:g} s): {error}") from error
+        raise ParallelTilingError(f"{what} failed (waited at most {deadline.seconds:g} s in all): {error}") from error
 
 
 def wait_for_all(
-    group, device: torch.device, timeout: datetime.timedelta, step: str, why: str, cause: BaseException | None = None
+    group, device: torch.device, deadline: Deadline, step: str, why: str, cause: BaseException | None = None
 ) -> None:
-    """Wait at most `timeout` until every rank has reached `step`; raise `ParallelTilingError` on every rank that
+    """Wait until every rank has reached `step`, `deadline` at most; raise `ParallelTilingError` on every rank that
     waited in vain, naming the ranks that did not come and `why` that may be.
 
     On gloo every rank sends each other rank a token and waits for theirs, so the missing ranks are named; on other
-    backends one all_reduce is waited on with `timeout`.
+    backends one all_reduce is waited on.
     """
     if dist.get_backend(group) != "gloo":
-        with bounded(timeout, f"waiting for every rank to {step} ({why})") as wait:
+        with bounded(deadline, f"waiting for every rank to {step} ({why})") as wait:
             wait(dist.all_reduce(torch.zeros(1, device=device), group=group, async_op=True))
         return
-    deadline = time.monotonic() + timeout.total_seconds()
     rank = dist.get_rank(group)
     token, sends, receives, missing = torch.zeros(1, dtype=torch.uint8), [], {}, []
     for peer in range(dist.get_world_size(group)):
@@ -110,27 +124,28 @@ def wait_for_all(
             missing.append(peer)
     for peer, (_, work) in receives.items():
         try:
-            work.wait(_remaining(deadline))
+            work.wait(deadline.remaining())
         except RuntimeError:
             missing.append(peer)
     if missing:
-        seconds = timeout.total_seconds()
-        raise ParallelTilingError(f"rank(s) {sorted(missing)} did not {step} within {seconds:g} s ({why})") from cause
-    with bounded(_remaining(deadline), f"telling the other ranks that this one reached '{step}'") as wait:
+        raise ParallelTilingError(
+            f"rank(s) {sorted(missing)} did not {step} within {deadline.seconds:g} s ({why})"
+        ) from cause
+    with bounded(deadline, f"telling the other ranks that this one reached '{step}'") as wait:
         for work in sends:
             wait(work)
 
 
-def agree(facts: dict[str, torch.Tensor], group, device: torch.device, timeout: datetime.timedelta) -> None:
+def agree(facts: dict[str, torch.Tensor], group, device: torch.device, deadline: Deadline) -> None:
     """Raise `ParallelTilingError` on every rank unless every rank holds the same `facts` (name -> float64 values).
 
-    Every rank first waits at most `timeout` for the others (`wait_for_all`), then one all_reduce compares the facts,
-    and the error names those that differ.
+    Every rank first waits for the others (`wait_for_all`), then one all_reduce compares the facts, and the error
+    names those that differ.
     """
-    wait_for_all(group, device, timeout, "reach the call", "it died, hangs, or called with other arguments")
+    wait_for_all(group, device, deadline, "reach the call", "it died, hangs, or called with other arguments")
     values = torch.cat([fact.to(torch.float64).flatten().cpu() for fact in facts.values()]).to(device)
     both = torch.cat([values, -values])
-    with bounded(timeout, "comparing the calls") as wait:
+    with bounded(deadline, "comparing the calls") as wait:
         wait(dist.all_reduce(both, op=dist.ReduceOp.MAX, group=group, async_op=True))
     differs = (both[: len(values)] != -both[len(values) :]).cpu()
     names, start = [], 0
@@ -149,26 +164,43 @@ MESSAGE_BYTES = 512
 """How much of a failed rank's error message (UTF-8) the other ranks get."""
 
 
-def check_status(error: BaseException | None, group, device: torch.device, timeout: datetime.timedelta) -> None:
-    """Tell every rank whether each rank computed its tiles; raise on all of them if one did not, naming each failed
-    rank and its error.
+def check_status(
+    error: BaseException | None, group, device: torch.device, deadline: Deadline, step: str, doing: str
+) -> None:
+    """Tell every rank whether each rank got through `step` ("finish its tiles"); raise on all of them if one did not,
+    naming each failed rank, what it was `doing` ("computing their tiles") and its error.
 
-    Every rank first waits at most `timeout` for the others (`wait_for_all`: a rank that died or hangs is named), then
-    one all_gather shares each rank's error message (empty when it succeeded).
+    Every rank first waits for the others (`wait_for_all`: a rank that died or hangs is named), then one all_gather
+    shares each rank's error message (empty when it succeeded).
     """
-    wait_for_all(group, device, timeout, "finish its tiles", "it died or hangs", cause=error)
+    wait_for_all(group, device, deadline, step, "it died or hangs", cause=error)
     message = torch.zeros(MESSAGE_BYTES, dtype=torch.uint8)
     if error is not None:
         text = f"{type(error).__name__}: {error}".encode()[:MESSAGE_BYTES]
         message[: len(text)] = torch.frombuffer(bytearray(text), dtype=torch.uint8)
     messages = [torch.zeros_like(message, device=device) for _ in range(dist.get_world_size(group))]
-    with bounded(timeout, "sharing whether each rank computed its tiles") as wait:
+    with bounded(deadline, f"sharing whether each rank got to {step}") as wait:
         wait(dist.all_gather(messages, message.to(device), group=group, async_op=True))
     texts = [bytes(message.cpu().tolist()).rstrip(b"\0").decode(errors="replace") for message in messages]
     failed = {rank: text for rank, text in enumerate(texts) if text}
     if failed:
         reasons = "; ".join(f"rank {rank}: {text}" for rank, text in failed.items())
-        raise ParallelTilingError(f"rank(s) {list(failed)} failed while computing their tiles: {reasons}") from error
+        raise ParallelTilingError(f"rank(s) {list(failed)} failed while {doing}: {reasons}") from error
+
+
+def broadcast_object(message, src: int, group, device: torch.device, deadline: Deadline, what: str):
+    """`message` (a picklable object, significant on rank `src` of `group` only) on every rank: its pickled length,
+    then its bytes, each broadcast and waited on until `deadline` at most; `what` names it in the error."""
+    rank = dist.get_rank(group)
+    data = pickle.dumps(message) if rank == src else b""
+    size = torch.tensor([len(data)], dtype=torch.int64, device=device)
+    with bounded(deadline, f"sending {what} from rank {src}") as wait:
+        wait(dist.broadcast(size, src=dist.get_global_rank(group, src), group=group, async_op=True))
+        buffer = torch.empty(int(size.item()), dtype=torch.uint8, device=device)
+        if rank == src:
+            buffer.copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8))
+        wait(dist.broadcast(buffer, src=dist.get_global_rank(group, src), group=group, async_op=True))
+    return message if rank == src else pickle.loads(buffer.cpu().numpy().tobytes())
 
 
 def layout(plan: Plan, rank: int) -> tuple[list[int], list[int], int]:
@@ -204,11 +236,11 @@ def unpack(plan: Plan, rank: int, buffer: torch.Tensor, device: torch.device) ->
 
 
 def send_outputs(
-    plan, outputs, group, device, dst: int | None, timeout: datetime.timedelta
+    plan, outputs, group, device, dst: int | None, deadline: Deadline
 ) -> tuple[dict[int, torch.Tensor], ParallelTraffic]:
     """Move the computed outputs to the blending rank(s).
 
-    Each rank's buffer moves in one operation (a broadcast from it, or a send to `dst`), waited on at most `timeout`.
+    Each rank's buffer moves in one operation (a broadcast from it, or a send to `dst`), waited on until `deadline`.
 
     Returns:
         Every output by call index on the blending rank(s) (none elsewhere), and what this rank did in the pass.
@@ -218,7 +250,7 @@ def send_outputs(
     receivers = list(range(world_size)) if dst is None else [dst]
     received = dict(outputs) if rank in receivers else {}
     own = pack(plan, rank, outputs, send_device)
-    wait_for_all(group, send_device, timeout, "get to the exchange of the tiles", "it died or hangs")
+    wait_for_all(group, send_device, deadline, "get to the exchange of the tiles", "it died or hangs")
     sent, received_bytes = own.numel() * len([receiver for receiver in receivers if receiver != rank]), 0
     for source in range(world_size):
         size = layout(plan, source)[2]
@@ -226,7 +258,7 @@ def send_outputs(
             continue
         buffer = own if source == rank else torch.empty(size, dtype=torch.uint8, device=send_device)
         destination = "the other ranks" if dst is None else f"rank {dst}"
-        with bounded(timeout, f"moving rank {source}'s tiles to {destination}") as wait:
+        with bounded(deadline, f"moving rank {source}'s tiles to {destination}") as wait:
             wait(_move(buffer, source, rank, dst, group))
         if source != rank:
             received_bytes += size

@@ -20,6 +20,7 @@ import zlib
 
 import torch
 import torch.distributed as dist
+from torch.utils._pytree import tree_map
 
 from ..patch import enabled
 from . import exchange
@@ -62,6 +63,7 @@ def run_parallel(model, path: str, x: torch.Tensor, args, kwargs, *, group, dst,
         The output (None on a rank other than `dst`), and this rank's `ParallelTraffic` (None in a group of one,
         which runs the plain path).
     """
+    deadline = exchange.Deadline.after(timeout)
     split = split_of(model, path)
     rank, world_size = dist.get_rank(group), dist.get_world_size(group)
     tiling = bool(getattr(model, "use_tiling", False))
@@ -77,7 +79,7 @@ def run_parallel(model, path: str, x: torch.Tensor, args, kwargs, *, group, dst,
                 "model classes or tile settings": _model_digest(model),
                 "weights": _weights_fingerprint(model),
             }
-            exchange.agree(facts, group, exchange.comm_device(group, x.device), timeout)
+            exchange.agree(facts, group, exchange.comm_device(group, x.device), deadline)
     if not tiling:
         raise ValueError(
             f"tiling is disabled on this {type(model).__name__}: call enable_tiling() before a parallel tiled {path}"
@@ -91,7 +93,7 @@ def run_parallel(model, path: str, x: torch.Tensor, args, kwargs, *, group, dst,
 
     with torch.no_grad():
         device = exchange.comm_device(group, x.device)
-        calls = _shared_plan(model, split, path, x, args, kwargs, group, device, timeout)
+        calls = _shared_plan(model, split, path, x, args, kwargs, group, device, deadline)
         plan = Plan(calls=tuple(calls), owners=assign(tile_costs(calls), world_size))
 
         random_state.write(random_state.saved)
@@ -101,14 +103,21 @@ def run_parallel(model, path: str, x: torch.Tensor, args, kwargs, *, group, dst,
         except Exception as caught:  # every rank must reach the status check, or the others would wait for it
             error = caught
         after = random_state.read()
-        exchange.check_status(error, group, device, timeout)
+        exchange.check_status(error, group, device, deadline, "finish its tiles", "computing their tiles")
 
-        received, traffic = exchange.send_outputs(plan, outputs, group, x.device, dst, timeout)
-        if dst is not None and rank != dst:
-            return None, traffic
-        random_state.write(random_state.saved)
-        result = _replay_pass(model, split, plan, received, x.device, lambda: _run(model, path, x, args, kwargs))
-        random_state.write(after)
+        received, traffic = exchange.send_outputs(plan, outputs, group, x.device, dst, deadline)
+        result, error = None, None
+        if dst is None or rank == dst:
+            random_state.write(random_state.saved)
+            try:
+                result = _replay_pass(
+                    model, split, plan, received, x.device, lambda: _run(model, path, x, args, kwargs)
+                )
+            except Exception as caught:
+                error = caught
+            random_state.write(after)
+        # Every rank returns, or every rank raises: a rank that failed to blend, or is late, fails the call on all.
+        exchange.check_status(error, group, device, deadline, "finish the call", "blending the tiles")
         return result, traffic
 
 
@@ -151,29 +160,28 @@ def _plan_key(model, path: str, x: torch.Tensor, args, kwargs) -> tuple:
     return (path, tuple(x.shape), x.dtype, str(x.device), signature(args, kwargs), dtypes, attributes)
 
 
-def _shared_plan(model, split, path: str, x: torch.Tensor, args, kwargs, group, device, timeout) -> list:
+def _shared_plan(model, split, path: str, x: torch.Tensor, args, kwargs, group, device, deadline) -> list:
     """The calls of `model`'s pass, planned on the group's first rank (or taken from its cache) and sent to all.
 
-    An error on the first rank is sent instead, and raised on every rank; the others wait at most `timeout` for it.
+    An error on the first rank is sent instead, and raised on every rank; the others wait until `deadline` for it.
     """
-    message = [None]
+    message = None
     if dist.get_rank(group) == 0:
         key = _plan_key(model, path, x, args, kwargs)
         cache = _PLANS.setdefault(model, {})
         try:
             if key not in cache:
-                cache[key] = plan_pass(model, split, lambda z: _run(model, path, z, args, kwargs), x)
-            message = [cache[key]]
+                # The other tensor arguments (LTX's `temb`) go to the meta device with the input and the weights.
+                meta_args, meta_kwargs = tree_map(lambda v: v.to("meta") if torch.is_tensor(v) else v, (args, kwargs))
+                cache[key] = plan_pass(model, split, lambda z: _run(model, path, z, meta_args, meta_kwargs), x)
+            message = cache[key]
         except Exception as error:
-            message = [exchange.ParallelTilingError(f"planning the tiles on rank 0 failed: {error!r}")]
-    exchange.wait_for_all(group, device, timeout, "get to the plan", "rank 0 plans the tiles; it died or hangs")
-    try:
-        dist.broadcast_object_list(message, src=dist.get_global_rank(group, 0), group=group)
-    except RuntimeError as error:
-        raise exchange.ParallelTilingError(f"sending the plan from rank 0 failed: {error}") from error
-    if isinstance(message[0], Exception):
-        raise message[0]
-    return message[0]
+            message = exchange.ParallelTilingError(f"planning the tiles on rank 0 failed: {error!r}")
+    exchange.wait_for_all(group, device, deadline, "get to the plan", "rank 0 plans the tiles; it died or hangs")
+    calls = exchange.broadcast_object(message, 0, group, device, deadline, "the plan")
+    if isinstance(calls, Exception):
+        raise calls
+    return calls
 
 
 def _checked(plan: Plan, counter: list[int], path: str) -> int:
