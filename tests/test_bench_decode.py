@@ -1,6 +1,7 @@
 """`tileblend bench decode` and the A/B process protocol, at tiny sizes (a few worker processes)."""
 
 import json
+import tempfile
 import textwrap
 
 import huggingface_hub
@@ -37,8 +38,11 @@ def test_timed_blends_times_each_call_and_restores_the_methods():
     assert vars(AutoencoderKL)["blend_v"] is loop
 
 
-def test_decode_benchmark_records_both_arms(tmp_path, capsys):
+def test_decode_benchmark_records_both_arms(tmp_path, capsys, monkeypatch):
     record_path, plot_path = tmp_path / "decode.json", tmp_path / "decode.png"
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))  # where the arms' outputs are kept meanwhile
     code = tileblend(
         ["bench", "decode", "--preset", "small", "--device", "cpu", *TINY, "--json", str(record_path)]
         + ["--plot", str(plot_path)]
@@ -46,6 +50,7 @@ def test_decode_benchmark_records_both_arms(tmp_path, capsys):
     record = json.loads(record_path.read_text())
 
     assert code == 0
+    assert list(temporary.iterdir()) == []  # no folder left behind
     assert record["outputs_equal"] is True
     assert record["order"] == ["A", "B"]
     assert record["arms"]["A"]["tileblend_enabled"] == [False]
