@@ -1,6 +1,7 @@
 """`tileblend bench decode` and the A/B process protocol, at tiny sizes (a few worker processes)."""
 
 import json
+import statistics
 import tempfile
 import textwrap
 
@@ -229,3 +230,36 @@ def test_a_missing_local_path_is_said_without_asking_the_hub(model, monkeypatch,
     monkeypatch.setattr(diffusers.AutoencoderKL, "load_config", no_request)
     assert tileblend(["bench", "decode", "--model", model, "--device", "cpu"]) == 2
     assert capsys.readouterr().err.strip().endswith(f"no such path: {model}")
+
+
+def a_summary(pair_count: int, speedups: list[float], a_ms: float, a_blend_ms: float, b_ms: float, b_blend_ms: float):
+    def arm(median, blend):
+        return {
+            "median_ms": median, "min_ms": median, "max_ms": median, "peak_memory_bytes": 1, "blend_calls": 4,
+            "blend_ms": blend, "blend_share": blend / median, "samples_ms": [[median]] * pair_count,
+            "peak_memory_kind": "process peak RSS",
+        }  # fmt: skip
+
+    arms = {"A": arm(a_ms, a_blend_ms), "B": arm(b_ms, b_blend_ms)}
+    return {
+        "pairs": pair_count, "arms": arms, "speedups": speedups, "speedup_median": statistics.median(speedups),
+        "speedup_min": min(speedups), "speedup_max": max(speedups), "outputs_equal": True,
+        "speedup_bound": pairs.blend_bound(arms),
+    }  # fmt: skip
+
+
+def test_a_single_pair_is_not_a_result_and_an_unexplained_speedup_is_noise():
+    from tileblend.bench.protocol import format_summary
+
+    # Arm A spends 10.6 ms of 100 ms in blends, arm B 1.2 ms: the blend explains 100 / 90.6 = 1.104x at most.
+    explained = a_summary(3, [1.08, 1.10, 1.09], 100.0, 10.6, 91.0, 1.2)
+    assert "the blend explains up to 1.104x" in format_summary("t", explained, (1.0, 1.0, 1.0))
+    assert "machine load (1, 5, 15-minute averages) when it ended: 1.00, 1.00, 1.00" in format_summary(
+        "t", explained, (1.0, 1.0, 1.0)
+    )
+    noise = a_summary(3, [1.4, 1.5, 1.6], 100.0, 10.6, 66.0, 1.2)
+    assert "NOISE: the median speedup 1.500x is beyond what the blend explains (1.104x" in format_summary("t", noise)
+    slower = a_summary(3, [0.7, 0.8, 0.75], 100.0, 10.6, 130.0, 1.2)
+    assert "NOISE: the median speedup 0.750x" in format_summary("t", slower)
+    single = a_summary(1, [0.58], 100.0, 10.6, 170.0, 1.2)
+    assert "NOT A RESULT: one pair gives one ratio and no spread" in format_summary("t", single)

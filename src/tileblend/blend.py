@@ -21,8 +21,8 @@ Why the arithmetic is exact: the loop multiplies by the Python doubles `1 - y / 
 once to the dtype's opmath type (float32 for float16, bfloat16 and float32; float64 for float64), rounds each product
 to the tile's dtype, then adds the two (in opmath) and rounds again. Here the weights are built on the tile's device
 in the opmath type by tensor divisions, which IEEE rounds correctly: `y / n` is Python's `y / n` in either type;
-Python's `1 - y / n` is `1 - y / n` in float64 and `(n - y) / n` in float32 (float32 `1 - y / n` is not; both
-measured exhaustively for n <= 4096, see docs/design.md). The divisor is a tensor, not a Python number, because CUDA
+Python's `1 - y / n` is `1 - y / n` in float64 and `(n - y) / n` in float32 for every n up to 4096 (float32
+`1 - y / n` is not; docs/design.md gives the command that checks it). The divisor is a tensor, not a Python number, because CUDA
 turns division by a host scalar into a multiplication by its reciprocal. Each product is computed in opmath and cast
 to the tile's dtype, which rounds as the loop's `tensor * python_float` does; the sum is one in-place add.
 `torch.lerp`, `torch.addcmul` and fused kernels skip a rounding and are not exact.

@@ -10,8 +10,8 @@ A B, B A, ... (`tileblend.bench.protocol`). Presets:
 - `small`: an `AutoencoderKL` with reduced channels and 64-px tiles, 384x384 output: finishes on a CPU in minutes
   and leaves the blends a visible share of the decode.
 - `wan-small`: an `AutoencoderKLWan` with base_dim 8 (Wan-2.1's layout, 1/12 of its channels), a 5-frame 256x256 clip
-  with 64-px tiles (stride 48): 5D video seams at a size a CPU decodes in half precision, where its missing
-  half-precision convolution kernels make the full-size `wan` preset take hours.
+  with 64-px tiles (stride 48): 5D video seams at a size a CPU decodes in half precision (its half-precision 3D
+  convolutions are very slow: the full-size `wan` preset is sized for a GPU).
 
 `--model ID_OR_PATH` (with `--subfolder`, e.g. `vae`) decodes with a real checkpoint instead: diffusers'
 `from_pretrained` of the autoencoder class its config names, in `--dtype`, with the model's own tile settings unless

@@ -19,10 +19,12 @@ from 1128 to 1009 ms in float16.
 
 import argparse
 import statistics
+import sys
 from collections import Counter
 from dataclasses import dataclass
 
 import torch
+from tqdm.auto import tqdm
 
 from .. import arguments
 from ..blend import BLEND_AXES, BLEND_FUNCTIONS, DTYPES
@@ -102,7 +104,8 @@ def estimate(name: str, dtype: torch.dtype, repeats: int) -> dict:
     loops = type(meta_vae(workload.vae))
     rank = 4 if workload.frames is None else 5
     rows = []
-    for (method, extent), calls in sorted(blend_geometry(workload).items()):
+    seams = sorted(blend_geometry(workload).items())
+    for (method, extent), calls in tqdm(seams, desc=name, unit="seam", file=sys.stderr):
         cost = dispatch_cost(vars(loops)[method], method, extent, rank, dtype, repeats)
         rows.append({"method": method, "extent": extent, "calls": calls} | cost)
     totals = {key: sum(row["calls"] * row[key] for row in rows) for key in rows[0] if key.endswith(("_ops", "_ms"))}

@@ -76,5 +76,6 @@ def environment(device: torch.device | str, threads: int | None) -> dict:
             "processor": facts.processor,
             "cpu_count": facts.cpu_count,
             "device_name": facts.gpu or cpu_threads,
+            "load_average": facts.load_average,
         },
     }

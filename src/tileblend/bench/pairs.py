@@ -52,11 +52,12 @@ def run_worker(module: str, arm: str, config: WorkerConfig, result_path: Path, s
     command += ["--result", str(result_path)]
     if save_path is not None:
         command += ["--save", str(save_path)]
-    completed = subprocess.run(
-        command, env=worker_environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+    # Its stderr (progress, and an error's traceback) goes straight to ours.
+    completed = subprocess.run(command, env=worker_environment(), stdout=subprocess.PIPE, text=True)
     if completed.returncode != 0:
-        raise RuntimeError(f"worker for arm {arm} failed (exit {completed.returncode}):\n{completed.stdout[-4000:]}")
+        raise RuntimeError(
+            f"worker for arm {arm} failed (exit {completed.returncode}; its error is above):\n{completed.stdout[-4000:]}"
+        )
     return read_result(result_path, result_type)
 
 
@@ -124,11 +125,13 @@ def run_pairs(module: str, config: WorkerConfig, pairs: int, progress=lambda lin
     speedups = paired_ratios(
         [result.median_ms for result in runs.results["A"]], [result.median_ms for result in runs.results["B"]]
     )
+    arms = {arm: summarise_arm(results) for arm, results in runs.results.items()}
     return {
         "config": config.as_dict(),
         "pairs": pairs,
         "order": runs.order,
-        "arms": {arm: summarise_arm(results) for arm, results in runs.results.items()},
+        "arms": arms,
+        "speedup_bound": blend_bound(arms),
         "speedups": speedups,
         "speedup_min": min(speedups),
         "speedup_median": statistics.median(speedups),
@@ -136,6 +139,14 @@ def run_pairs(module: str, config: WorkerConfig, pairs: int, progress=lambda lin
         "outputs_equal": runs.outputs_equal,
         "output_shape": runs.results["A"][0].output_shape,
     }
+
+
+def blend_bound(arms: dict) -> float:
+    """The speedup the blend alone can explain (Amdahl): arm A's median time over that time with A's blend time
+    replaced by B's (each the median over processes of one instrumented call). A measured speedup beyond it is the
+    machine, not the blend."""
+    a, b = arms["A"], arms["B"]
+    return a["median_ms"] / max(a["median_ms"] - a["blend_ms"] + b["blend_ms"], 1e-9)
 
 
 def summarise_arm(results: list[ArmResult]) -> dict:

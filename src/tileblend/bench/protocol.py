@@ -34,8 +34,14 @@ from .plot import write_plot
 from .records import WorkerConfig, write_record
 
 
-def format_summary(title: str, summary: dict) -> str:
-    """The human-readable table of a `run_pairs` summary."""
+NOISE_MARGIN = 1.02
+"""A median speedup more than 2% outside what the blend's measured time explains (between no change and the bound of
+`tileblend.bench.pairs.blend_bound`) is flagged as noise."""
+
+
+def format_summary(title: str, summary: dict, load: tuple[float, float, float] | None = None) -> str:
+    """The human-readable table of a `run_pairs` summary, with its spread, the machine's `load` (1, 5 and 15-minute
+    load averages) and a verdict: one pair is not a result, and a speedup the blend cannot explain is noise."""
     header = (
         f"{'arm':<22} {'median ms':>10} {'min ms':>10} {'max ms':>10} {'peak memory':>12} {'blends':>7} "
         f"{'blend ms':>9} {'blend share':>12}"
@@ -62,7 +68,21 @@ def format_summary(title: str, summary: dict) -> str:
     lines.append(
         "blend ms and share: all blend calls of one instrumented call per process (synchronised timers), " + per_arm
     )
+    if load is not None:
+        lines.append(
+            f"machine load (1, 5, 15-minute averages) when it ended: {load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f}"
+        )
     lines.append(f"outputs bitwise equal (first pair): {'yes' if summary['outputs_equal'] else 'NO'}")
+    bound = summary["speedup_bound"]
+    if summary["pairs"] < 2:
+        lines.append("NOT A RESULT: one pair gives one ratio and no spread; run --pairs 3 or more")
+    elif not min(1, bound) / NOISE_MARGIN <= summary["speedup_median"] <= max(1, bound) * NOISE_MARGIN:
+        lines.append(
+            f"NOISE: the median speedup {summary['speedup_median']:.3f}x is beyond what the blend explains "
+            f"({bound:.3f}x: arm A's median with its blend time replaced by arm B's); the difference is the machine"
+        )
+    else:
+        lines.append(f"the blend explains up to {bound:.3f}x (arm A's median with its blend time replaced by arm B's)")
     return "\n".join(lines)
 
 
@@ -99,10 +119,11 @@ def run_benchmark(benchmark: str, module: str, title: str, config: WorkerConfig,
         f"{title}\n{args.pairs} pairs of processes (A B, B A, ...), {args.warmup} warmup + {args.reps} timed calls each"
     )
     summary = run_pairs(module, config, args.pairs)
+    conditions = environment(config.device, config.threads)
     print()
-    print(format_summary(title, summary))
+    print(format_summary(title, summary, conditions["machine"]["load_average"]))
     record = {"benchmark": benchmark, "title": title, "command": command_line(benchmark, args)}
-    record |= environment(config.device, config.threads) | summary
+    record |= conditions | summary
     if args.json:
         write_record(args.json, record)
     if args.plot:

@@ -10,6 +10,7 @@ import resource
 import sys
 
 import torch
+from tqdm.auto import tqdm
 
 from ..patch import autoencoder_classes, enable, find_loop_blends, is_enabled, wrapped_methods
 from ..timing import median_ms, time_calls, timed
@@ -85,14 +86,27 @@ def worker_main(build_workload, argv: list[str] | None = None) -> int:
     config = args.config
     device = torch.device(config.device)
     found = start_arm(args.arm, config)
+    # Progress on stderr, which the parent passes through: a real-size decode on a CPU takes minutes per call.
+    bar = tqdm(
+        total=config.warmup + config.reps + 1, desc=f"arm {args.arm}", unit="call", file=sys.stderr, leave=False
+    )
     with torch.inference_mode():
-        run = build_workload(config)
+        bar.set_postfix_str("building the model")
+        workload = build_workload(config)
+        bar.set_postfix_str("")
+
+        def run():
+            output = workload()
+            bar.update()
+            return output
+
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         samples = time_calls(run, device, repeats=config.reps, warmup=config.warmup)
         peak, peak_kind = peak_memory_bytes(device)
         with timed_blends(found, device) as blends:
             output, instrumented_s = timed(run, device)
+    bar.close()
     if args.save:
         torch.save(output.detach().cpu(), args.save)
     result = ArmResult(

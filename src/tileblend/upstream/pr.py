@@ -6,7 +6,7 @@
 Plans both layouts on the checkout as it is (run it on a pristine one: the diff sizes are counted against it), writes
 the chosen one (`tileblend rewrite`, or `tileblend rewrite --inherit`), runs `tileblend.upstream.copies` in check mode
 and `ruff check` / `ruff format --check` (with the checkout's own pyproject.toml) on the touched files, then prints two
-drafts from docs/upstream-pr.md with this run's numbers filled in: the coordination issue to open first and, with
+drafts from `drafts/` with this run's numbers filled in: the coordination issue to open first and, with
 --issue (its number, once a maintainer has acknowledged it) and --gpu-json (a GPU run: its tests and timings are what
 the PR is for), the pull request description and the benchmark script it asks maintainers to rerun
 (`tileblend/upstream/tiled_vae_benchmark.py`). --check-json (written by `make upstream-check`
@@ -24,7 +24,6 @@ drifted before) stops the run with exit 1, and nothing is fixed behind the rewri
 import argparse
 import difflib
 import json
-import re
 import string
 import subprocess
 import sys
@@ -41,7 +40,8 @@ from .test_cases import CASES
 from .test_text import TEST_CLASS_SUFFIX
 
 
-DOCS = Path(__file__).resolve().parents[3] / "docs" / "upstream-pr.md"
+DRAFTS = Path(__file__).resolve().parent / "drafts"
+"""The templates of the drafts (`$`-placeholders, `string.Template`), one Markdown file each."""
 BENCHMARK_SCRIPT = Path(__file__).with_name("tiled_vae_benchmark.py")
 GPU_NOT_RUN = (
     "No GPU run is attached: the CUDA-graph tests skip without CUDA, and the speed on GPUs (where the loop costs four "
@@ -54,9 +54,8 @@ REQUIRED_JSON = {"--check-json": "make upstream-check", "--exactness-json": "mak
 
 
 def template(name: str) -> string.Template:
-    """The text between `<!-- name -->` and `<!-- /name -->` in docs/upstream-pr.md."""
-    match = re.search(rf"<!-- {name} -->\n(.*?)<!-- /{name} -->", DOCS.read_text(encoding="utf-8"), re.DOTALL)
-    return string.Template(match.group(1))
+    """The template of the draft `name` ("coordination-issue" or "pr-description")."""
+    return string.Template((DRAFTS / f"{name}.md").read_text(encoding="utf-8"))
 
 
 def diff_size(rewrite: TreeRewrite) -> tuple[int, int]:

@@ -1,5 +1,6 @@
 """The method checks of `tileblend verify` (`--quick` runs only these): each loop blend that `tileblend.enable()` would
-patch against its vectorized replacement, bit for bit on random and special tiles, and the speed of both at one seam.
+patch against its vectorized replacement, bit for bit on random and special tiles. Nothing is timed: verify is about
+exactness; `tileblend bench blend` measures speed with its spread and the machine's load.
 """
 
 import sys
@@ -11,7 +12,6 @@ from tqdm.auto import tqdm
 from ..blend import DTYPE_NAMES
 from ..compare import bitwise_equal
 from ..patch import PatchedMethod, autoencoder_classes, find_loop_blends, original_method, vectorized_method
-from ..timing import median_ms, time_calls
 
 
 @dataclass
@@ -23,13 +23,6 @@ class MethodResult:
     dtype: str
     exact: bool
     cases: int
-    loop_ms: float
-    vectorized_ms: float
-    timed_calls: int
-
-    @property
-    def speedup(self) -> float:
-        return self.loop_ms / self.vectorized_ms
 
 
 def tile_pairs(rank: int, axis: int, dtype: torch.dtype, device, generator: torch.Generator):
@@ -56,16 +49,6 @@ def tile_pairs(rank: int, axis: int, dtype: torch.dtype, device, generator: torc
     yield torch.randn(shape, generator=generator, dtype=torch.float64).to(device, dtype), b_view, 6
 
 
-def timing_tiles(rank: int, dtype: torch.dtype, device, generator: torch.Generator):
-    """Tiles of a typical decode size for the speed column: 256x256 images, or 8 frames of 128x128 video."""
-    shape = (1, 3, 256, 256) if rank == 4 else (1, 3, 8, 128, 128)
-    return [torch.randn(shape, generator=generator).to(device, dtype) for _ in range(2)]
-
-
-TIMED_CALLS = 7
-"""Timed calls per arm of the method table's speed columns (fewer, but at least 3, when half a second is spent)."""
-
-
 def verify_method(patched: PatchedMethod, dtype: torch.dtype, device, seed: int = 0) -> MethodResult:
     """Compare one patched method with its original loop on `device` in `dtype`."""
     loop = original_method(patched.cls, patched.method)
@@ -78,19 +61,8 @@ def verify_method(patched: PatchedMethod, dtype: torch.dtype, device, seed: int 
         actual = vectorized(None, a, actual_b, extent)
         exact &= actual is actual_b and bitwise_equal(expected, actual)
         cases += 1
-    a, b = timing_tiles(patched.rank, dtype, device, generator)
-    extent = 8 if patched.axis == -3 else 64
-    loop_samples = time_calls(lambda: loop(None, a, b, extent), device, repeats=TIMED_CALLS, budget_s=0.5)
-    vectorized_samples = time_calls(lambda: vectorized(None, a, b, extent), device, repeats=TIMED_CALLS, budget_s=0.5)
     return MethodResult(
-        cls=patched.cls.__name__,
-        method=patched.method,
-        dtype=DTYPE_NAMES[dtype],
-        exact=exact,
-        cases=cases,
-        loop_ms=median_ms(loop_samples),
-        vectorized_ms=median_ms(vectorized_samples),
-        timed_calls=min(len(loop_samples), len(vectorized_samples)),
+        cls=patched.cls.__name__, method=patched.method, dtype=DTYPE_NAMES[dtype], exact=exact, cases=cases
     )
 
 
