@@ -258,7 +258,9 @@ def test_a_single_pair_is_not_a_result_and_an_unexplained_speedup_is_noise():
         "t", explained, (1.0, 1.0, 1.0)
     )
     noise = a_summary(3, [1.4, 1.5, 1.6], 100.0, 10.6, 66.0, 1.2)
-    assert "NOISE: the median speedup 1.500x is beyond what the blend explains (1.104x" in format_summary("t", noise)
+    assert "NOISE: the median speedup 1.500x is beyond what the blend's own time explains (1.104x" in format_summary(
+        "t", noise
+    )
     slower = a_summary(3, [0.7, 0.8, 0.75], 100.0, 10.6, 130.0, 1.2)
     assert "NOISE: the median speedup 0.750x" in format_summary("t", slower)
     single = a_summary(1, [0.58], 100.0, 10.6, 170.0, 1.2)

@@ -78,8 +78,9 @@ def format_summary(title: str, summary: dict, load: tuple[float, float, float] |
         lines.append("NOT A RESULT: one pair gives one ratio and no spread; run --pairs 3 or more")
     elif not min(1, bound) / NOISE_MARGIN <= summary["speedup_median"] <= max(1, bound) * NOISE_MARGIN:
         lines.append(
-            f"NOISE: the median speedup {summary['speedup_median']:.3f}x is beyond what the blend explains "
-            f"({bound:.3f}x: arm A's median with its blend time replaced by arm B's); the difference is the machine"
+            f"NOISE: the median speedup {summary['speedup_median']:.3f}x is beyond what the blend's own time explains "
+            f"({bound:.3f}x: arm A's median with its blend time replaced by arm B's); the excess is the machine's "
+            "noise or a side effect, not the blend's speedup"
         )
     else:
         lines.append(f"the blend explains up to {bound:.3f}x (arm A's median with its blend time replaced by arm B's)")
