@@ -2,7 +2,7 @@
 
     python examples/tiled_decode.py                    # small random-weight AutoencoderKL, 256x256, 64-px tiles
     python examples/tiled_decode.py --sd --size 1024   # SD-v1-size VAE with its default 512-px tiles (use a GPU)
-    python examples/tiled_decode.py --model stabilityai/sdxl-vae --size 1024 --dtype float16   # a real checkpoint
+    python examples/tiled_decode.py --model stabilityai/sdxl-vae --size 2048 --dtype float16   # a real checkpoint
 
 By default the weights are random (seeded), so nothing is downloaded; `--model` (a Hub ID or a local folder, with
 `--subfolder vae` for a pipeline repository) loads an `AutoencoderKL` checkpoint with `from_pretrained` instead.

@@ -174,7 +174,7 @@ def test_checkpoint_defaults_are_real_sizes_and_the_models_own_tiles(checkpoints
         return workload_config(build_parser().parse_args(["bench", "decode", *argv]))
 
     image = config("--model", str(checkpoints / "image"))
-    assert (image["size"], image["frames"], image["tile"]) == ([1024, 1024], None, None)
+    assert (image["size"], image["frames"], image["tile"]) == ([2048, 2048], None, None)
     video = config("--model", str(checkpoints / "video"), "--subfolder", "vae")
     assert (video["size"], video["frames"], video["tile"]) == ([480, 832], 81, None)
     assert config("--model", str(checkpoints / "video"), "--subfolder", "vae", "--size", "720x1280")["size"] == [

@@ -17,7 +17,7 @@ command has them):
    replay; on a CPU only the `kl` and `hunyuan-video` models).
 4. `bench-blend`: `tileblend bench blend --device DEVICE` (on a CPU: float32 and bfloat16 at extents 1, 8, 128).
 5. `decode-image-<dtype>`, `decode-video-<dtype>`: `tileblend bench decode`, loops vs tileblend, in float16 and
-   bfloat16 on CUDA: with `--models` the real checkpoints given (an image VAE at 1024x1024, a video VAE at 480p with 81
+   bfloat16 on CUDA: with `--models` the real checkpoints given (an image VAE at 2048x2048, a video VAE at 480p with 81
    frames), otherwise the random-weight presets of the same architectures (`sd`: SD's VAE at 1024x1024, `wan`: Wan
    2.1's). On a CPU: float32 at tiny sizes.
 6. `bench-pipeline`: `tileblend bench pipeline --preset sd`, 1 pair in float16 on CUDA (the small preset on a CPU).

@@ -15,7 +15,8 @@ A B, B A, ... (`tileblend.bench.protocol`). Presets:
 
 `--model ID_OR_PATH` (with `--subfolder`, e.g. `vae`) decodes with a real checkpoint instead: diffusers'
 `from_pretrained` of the autoencoder class its config names, in `--dtype`, with the model's own tile settings unless
-`--tile` is given. Real-size inputs by default: 1024x1024 for an image VAE, 81 frames at 480x832 for a video VAE
+`--tile` is given. Real-size inputs by default: 2048x2048 for an image VAE (SDXL's VAE tiles at 1024 px, so a
+1024x1024 decode is one tile and blends nothing), 81 frames at 480x832 for a video VAE
 (`--size 720x1280`, `--frames`). For example `--model stabilityai/sdxl-vae`,
 `--model stable-diffusion-v1-5/stable-diffusion-v1-5 --subfolder vae`, or
 `--model Wan-AI/Wan2.1-T2V-1.3B-Diffusers --subfolder vae`.
@@ -58,8 +59,9 @@ PRESETS = {
     "small": Preset(vae="small", size=384, frames=None, tile=64),
     "wan-small": Preset(vae="wan-small", size=256, frames=5, tile=64),
 }
-CHECKPOINT_IMAGE_SIZE = (1024, 1024)
-"""The default output of `--model` with an image VAE: SD/SDXL's 1024x1024."""
+CHECKPOINT_IMAGE_SIZE = (2048, 2048)
+"""The default output of `--model` with an image VAE: 2 x 2 tiles of SDXL's VAE (its `sample_size`, the tile, is 1024;
+SD's is 512), where the seams are real."""
 CHECKPOINT_VIDEO_SIZE, CHECKPOINT_VIDEO_FRAMES = (480, 832), 81
 """The default output of `--model` with a video VAE: Wan 2.1's 480p clip of 81 frames."""
 
