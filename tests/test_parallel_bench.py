@@ -102,6 +102,12 @@ def test_parallel_decode_example_on_nccl():
     assert "bitwise equal to the single-device tiled decode: yes" in completed.stdout
 
 
+def default_sigint() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def wait_for(condition, seconds: float = 240.0) -> None:
     import time
 
@@ -121,7 +127,11 @@ def test_ctrl_c_stops_the_benchmark_and_every_process_it_started(tmp_path):
     record = tmp_path / "parallel.json"
     command = [sys.executable, "-m", "tileblend", "bench", "parallel", "--preset", "small", "--size", "128"]
     command += ["--device", "cpu", "--reps", "100000", "--json", str(record)]
-    bench = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT as a terminal sends it: a process whose parent ignores it (a pytest-xdist worker does) inherits the
+    # ignoring, and Python then never raises KeyboardInterrupt.
+    bench = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint
+    )
     wait_for(lambda: len(processes_mentioning(f"{tmp_path}/tileblend-parallel-")) >= 1)
     bench.send_signal(signal.SIGINT)
     _, err = bench.communicate(timeout=60)
@@ -145,7 +155,7 @@ def test_ctrl_c_stops_the_benchmark_and_every_process_it_started(tmp_path):
         "    sys.exit(130)\n"
     )
     out = tmp_path / "arm-out"
-    arm = subprocess.Popen([sys.executable, str(script), str(out)], env=env)
+    arm = subprocess.Popen([sys.executable, str(script), str(out)], env=env, preexec_fn=default_sigint)
     wait_for(lambda: len(processes_mentioning(f"--out\0{out}")) >= 3)  # torchrun and both ranks
     arm.send_signal(signal.SIGINT)
     assert arm.wait(timeout=60) == 130

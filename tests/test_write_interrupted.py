@@ -27,6 +27,7 @@ KILLER = textwrap.dedent(
     from tileblend.upstream import transaction
 
     phase, signum, command = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (a pytest-xdist worker ignores it)
     replace, stage, counts = os.replace, transaction._stage, {"stage": 0, "module": 0, "journal": 0, "restore": 0}
 
 
@@ -157,6 +158,23 @@ def test_the_copy_checker_recovers_too(trees, tmp_path, capsys):
     check_copies.main(["--path", str(root), "--fix_and_overwrite"])  # this small tree lacks the sources of its copies
     assert "of an interrupted write: rolled back (2 files put back)" in capsys.readouterr().out
     assert tree_files(root) == trees[1] and ours(root) == []
+
+
+def test_an_ignored_signal_stays_ignored(trees, tmp_path):
+    """A rewrite started under `nohup` (SIGHUP ignored) is not stopped by SIGHUP: it writes every file."""
+    root = fresh(trees, tmp_path)
+    script = tmp_path / "killer.py"
+    script.write_text(KILLER)
+    command = [sys.executable, str(script), "replaced-two", str(signal.SIGHUP), "rewrite", str(root)]
+    result = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
+    )
+    assert result.returncode == 0, result.stderr
+    assert tree_files(root) == trees[2] and ours(root) == []
 
 
 def test_a_journal_cut_short_is_removed(tmp_path):

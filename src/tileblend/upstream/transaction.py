@@ -65,9 +65,9 @@ class Interrupted(KeyboardInterrupt):
 
 
 class _Signals:
-    """While active (in the main thread), the first of `CAUGHT_SIGNALS` raises `Interrupted`; once `committed` is set,
-    it is held and raised when the block ends. Signals after the first are ignored: a roll-back in progress
-    finishes."""
+    """While active (in the main thread), the first of `CAUGHT_SIGNALS` that the process does not ignore raises
+    `Interrupted`; once `committed` is set, it is held and raised when the block ends. Signals after the first are
+    ignored: a roll-back in progress finishes."""
 
     def __init__(self):
         self.committed = False
@@ -76,7 +76,9 @@ class _Signals:
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
-            self.previous = {signum: signal.signal(signum, self._handle) for signum in CAUGHT_SIGNALS}
+            # A signal the process ignores (SIGHUP under nohup, SIGINT in a background job) stays ignored.
+            caught = [signum for signum in CAUGHT_SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN]
+            self.previous = {signum: signal.signal(signum, self._handle) for signum in caught}
         return self
 
     def _handle(self, signum, frame):
