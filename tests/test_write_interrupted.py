@@ -27,7 +27,7 @@ KILLER = textwrap.dedent(
     from tileblend.upstream import transaction
 
     phase, signum, command = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (a pytest-xdist worker ignores it)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (a background job ignores it)
     replace, stage, counts = os.replace, transaction._stage, {"stage": 0, "module": 0, "journal": 0, "restore": 0}
 
 
