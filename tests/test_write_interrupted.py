@@ -26,8 +26,13 @@ KILLER = textwrap.dedent(
 
     from tileblend.upstream import transaction
 
-    phase, signum, command = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (a background job ignores it)
+    phase, signum, ignored, command = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "ignored", sys.argv[4:]
+    # As in a terminal, whatever started the suite (a background job ignores SIGINT, nohup SIGHUP); or, with
+    # "ignored", as under nohup.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    if ignored:
+        signal.signal(signum, signal.SIG_IGN)
     replace, stage, counts = os.replace, transaction._stage, {"stage": 0, "module": 0, "journal": 0, "restore": 0}
 
 
@@ -77,10 +82,18 @@ def ours(root: Path) -> list[str]:
     return [str(path) for path in root.rglob("*") if ".tileblend-" in path.name or path.name.startswith(JOURNAL)]
 
 
-def killed_rewrite(root: Path, phase: str, signum: int, tmp_path: Path) -> subprocess.CompletedProcess:
+def killed_rewrite(root: Path, phase: str, signum: int, tmp_path: Path, ignored: bool = False):
     script = tmp_path / "killer.py"
     script.write_text(KILLER)
-    command = [sys.executable, str(script), phase, str(signum), "rewrite", str(root)]
+    command = [
+        sys.executable,
+        str(script),
+        phase,
+        str(signum),
+        "ignored" if ignored else "caught",
+        "rewrite",
+        str(root),
+    ]
     return subprocess.run(command, capture_output=True, text=True, timeout=600)
 
 
@@ -163,16 +176,7 @@ def test_the_copy_checker_recovers_too(trees, tmp_path, capsys):
 def test_an_ignored_signal_stays_ignored(trees, tmp_path):
     """A rewrite started under `nohup` (SIGHUP ignored) is not stopped by SIGHUP: it writes every file."""
     root = fresh(trees, tmp_path)
-    script = tmp_path / "killer.py"
-    script.write_text(KILLER)
-    command = [sys.executable, str(script), "replaced-two", str(signal.SIGHUP), "rewrite", str(root)]
-    result = subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
-    )
+    result = killed_rewrite(root, "replaced-two", signal.SIGHUP, tmp_path, ignored=True)
     assert result.returncode == 0, result.stderr
     assert tree_files(root) == trees[2] and ours(root) == []
 
