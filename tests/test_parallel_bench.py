@@ -1,5 +1,6 @@
 """`tileblend bench parallel` and examples/parallel_decode.py, at tiny sizes on gloo (a few processes each)."""
 
+import contextlib
 import json
 import os
 import subprocess
@@ -123,40 +124,45 @@ def test_ctrl_c_stops_the_benchmark_and_every_process_it_started(tmp_path):
     process left, no JSON; the same for an arm under torchrun and its ranks."""
     import signal
 
-    env = dict(os.environ, TMPDIR=str(tmp_path), PYTHONWARNINGS="ignore")
-    record = tmp_path / "parallel.json"
-    command = [sys.executable, "-m", "tileblend", "bench", "parallel", "--preset", "small", "--size", "128"]
-    command += ["--device", "cpu", "--reps", "100000", "--json", str(record)]
-    # SIGINT as in a terminal: a suite started in the background by a non-interactive shell (as a CI runner may)
-    # ignores SIGINT, its children inherit that, and Python then never raises KeyboardInterrupt.
-    bench = subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint
-    )
-    wait_for(lambda: len(processes_mentioning(f"{tmp_path}/tileblend-parallel-")) >= 1)
-    bench.send_signal(signal.SIGINT)
-    _, err = bench.communicate(timeout=60)
-    assert bench.returncode == 130
-    assert err == "tileblend bench parallel: interrupted; its processes were stopped, nothing written\n"
-    assert processes_mentioning(str(tmp_path)) == [] and not record.exists()
+    try:
+        env = dict(os.environ, TMPDIR=str(tmp_path), PYTHONWARNINGS="ignore")
+        record = tmp_path / "parallel.json"
+        command = [sys.executable, "-m", "tileblend", "bench", "parallel", "--preset", "small", "--size", "128"]
+        command += ["--device", "cpu", "--reps", "100000", "--json", str(record)]
+        # SIGINT as in a terminal: a suite started in the background by a non-interactive shell (as a CI runner may)
+        # ignores SIGINT, its children inherit that, and Python then never raises KeyboardInterrupt.
+        bench = subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint
+        )
+        wait_for(lambda: len(processes_mentioning(f"{tmp_path}/tileblend-parallel-")) >= 1)
+        bench.send_signal(signal.SIGINT)
+        _, err = bench.communicate(timeout=60)
+        assert bench.returncode == 130
+        assert err == "tileblend bench parallel: interrupted; its processes were stopped, nothing written\n"
+        assert processes_mentioning(str(tmp_path)) == [] and not record.exists()
 
-    script = tmp_path / "arm.py"
-    script.write_text(
-        "import sys\n"
-        "from pathlib import Path\n"
-        "from tileblend.bench import parallel\n"
-        "from tileblend.bench.options import worker_config\n"
-        "from tileblend.cli import build_parser\n"
-        "args = build_parser().parse_args(['bench', 'parallel', '--preset', 'small', '--size', '128', '--reps', "
-        "'100000'])\n"
-        "config = worker_config(args, parallel.decode.workload_config(args))\n"
-        "try:\n"
-        "    parallel._run_arm(config, 2, Path(sys.argv[1]), timeout=300)\n"
-        "except KeyboardInterrupt:\n"
-        "    sys.exit(130)\n"
-    )
-    out = tmp_path / "arm-out"
-    arm = subprocess.Popen([sys.executable, str(script), str(out)], env=env, preexec_fn=default_sigint)
-    wait_for(lambda: len(processes_mentioning(f"--out\0{out}")) >= 3)  # torchrun and both ranks
-    arm.send_signal(signal.SIGINT)
-    assert arm.wait(timeout=60) == 130
-    assert processes_mentioning(str(out)) == []
+        script = tmp_path / "arm.py"
+        script.write_text(
+            "import sys\n"
+            "from pathlib import Path\n"
+            "from tileblend.bench import parallel\n"
+            "from tileblend.bench.options import worker_config\n"
+            "from tileblend.cli import build_parser\n"
+            "args = build_parser().parse_args(['bench', 'parallel', '--preset', 'small', '--size', '128', '--reps', "
+            "'100000'])\n"
+            "config = worker_config(args, parallel.decode.workload_config(args))\n"
+            "try:\n"
+            "    parallel._run_arm(config, 2, Path(sys.argv[1]), timeout=300)\n"
+            "except KeyboardInterrupt:\n"
+            "    sys.exit(130)\n"
+        )
+        out = tmp_path / "arm-out"
+        arm = subprocess.Popen([sys.executable, str(script), str(out)], env=env, preexec_fn=default_sigint)
+        wait_for(lambda: len(processes_mentioning(f"--out\0{out}")) >= 3)  # torchrun and both ranks
+        arm.send_signal(signal.SIGINT)
+        assert arm.wait(timeout=60) == 130
+        assert processes_mentioning(str(out)) == []
+    finally:  # a failure here must not leave a benchmark running for hours
+        for pid in processes_mentioning(str(tmp_path)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
