@@ -29,7 +29,7 @@ from tileblend.tiny_models import REGISTRY, missing_class
 from tileblend.upstream import copies as check_copies
 from tileblend.upstream.rewrite import apply_rewrite, plan_rewrite
 from tileblend.upstream.source_files import SourceError
-from tileblend.upstream.standalone_test import TEST_MODULE_PATH
+from tileblend.upstream.standalone_test import TEST_MODULE_PATH, render_test_module
 
 
 REPO = Path(__file__).resolve().parents[1]
@@ -361,7 +361,9 @@ def test_windows_checkout_keeps_line_endings_and_bom(pristine, tmp_path, capsys)
 
 def test_existing_test_module_keeps_its_bom_and_line_endings(pristine, tmp_path, capsys):
     root = link_tree(pristine, tmp_path / "checkout")
-    (root / TEST_MODULE_PATH).write_bytes(b"\xef\xbb\xbf# an older version\r\n")
+    # An earlier run's module (here listing no method), saved on Windows: refreshed, its BOM and CRLF kept.
+    earlier = render_test_module({}).replace("\n", "\r\n")
+    (root / TEST_MODULE_PATH).write_bytes(b"\xef\xbb\xbf" + earlier.encode())
     assert run_rewrite(capsys, root)[0] == 0
     data = (root / TEST_MODULE_PATH).read_bytes()
     assert data.startswith(b"\xef\xbb\xbf# Licensed") and data.count(b"\n") == data.count(b"\r\n") > 100

@@ -240,3 +240,20 @@ def test_a_switch_back_from_the_inherit_layout_is_refused(tmp_path, capsys):
         assert "is rewritten in the --inherit layout" in err and err.count("\n") == 1
     assert tileblend(["rewrite", str(tmp_path), "--inherit", "--check"]) == 0
     assert files_of(tmp_path) == inherited
+
+
+def test_a_standalone_test_module_of_its_own_is_refused(tmp_path, capsys):
+    from tileblend.upstream.standalone_test import TEST_MODULE_PATH
+
+    make_tree(tmp_path)
+    module = tmp_path / TEST_MODULE_PATH
+    module.parent.mkdir(parents=True)
+    module.write_text("# someone's own tests\n")
+    before = files_of(tmp_path)
+    assert tileblend(["rewrite", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "it is not the module tileblend writes (edited, or someone else's)" in err and err.count("\n") == 1
+    assert files_of(tmp_path) == before
+    module.unlink()
+    assert tileblend(["rewrite", str(tmp_path)]) == 0
+    assert tileblend(["rewrite", str(tmp_path)]) == 0 and "0 files changed" in capsys.readouterr().out

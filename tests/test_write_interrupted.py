@@ -195,3 +195,47 @@ def test_recovery_from_the_command_line(trees, tmp_path):
     result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
     assert result.returncode == 0 and "rolled back (2 files put back)" in result.stdout
     assert tree_files(root) == trees[1] and ours(root) == []
+
+
+def test_recovery_keeps_a_file_changed_after_the_kill_and_finds_the_journal_from_the_package(trees, tmp_path, capsys):
+    """After SIGKILL the user edits a file the write had replaced: recovery leaves the edit, keeps the original beside
+    it and says so; the journal of a rewrite of the checkout is found from its package directory too."""
+    from tileblend.cli import main as tileblend
+
+    root = fresh(trees, tmp_path)
+    assert killed_rewrite(root, "replaced-two", signal.SIGKILL, tmp_path).returncode == -signal.SIGKILL
+    replaced = [
+        path
+        for path, data in tree_files(root).items()
+        if path in trees[1] and data == trees[2][path] != trees[1][path]
+    ]
+    edited = root / replaced[0]
+    edited.write_bytes(edited.read_bytes() + b"# the user's edit\n")
+    assert tileblend(["rewrite", str(root / "src" / "diffusers"), "--check"]) == 2
+    assert tileblend(["rewrite", str(root / "src" / "diffusers")]) == 0
+    err = capsys.readouterr().err
+    assert "rolled back (1 files put back); changed since, left as they are: " in err and str(edited) in err
+    assert edited.read_bytes().endswith(b"# the user's edit\n")
+    assert [path.name for path in edited.parent.glob(f".{edited.name}.tileblend-*.orig")] != []
+
+
+def test_a_second_writer_is_refused_while_one_runs(tmp_path):
+    """A write or a recovery while another tileblend write holds the tree is refused at once, touching nothing."""
+    import fcntl
+
+    from tileblend.upstream.source_files import SourceError, SourceFile
+    from tileblend.upstream.transaction import write_files
+
+    (tmp_path / "a.py").write_text("a = 1\n")
+    (tmp_path / JOURNAL).write_text("{}")
+    descriptor = os.open(tmp_path, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        with pytest.raises(SourceError, match="another tileblend write is running"):
+            recover(tmp_path)
+        (tmp_path / JOURNAL).unlink()
+        with pytest.raises(SourceError, match="another tileblend write is running"):
+            write_files([SourceFile(tmp_path / "a.py", "a = 2\n")], tree=tmp_path)
+    finally:
+        os.close(descriptor)
+    assert (tmp_path / "a.py").read_text() == "a = 1\n" and sorted(os.listdir(tmp_path)) == ["a.py"]

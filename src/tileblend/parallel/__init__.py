@@ -75,11 +75,12 @@ def decode(
         group: the process group (default: the default group). A group of one runs the plain `vae.decode`.
         dst: the rank (in `group`) that gets the result; the others return None and never hold the whole output.
             None (the default): every rank gets it.
-        timeout: the longest a rank waits for the others in the whole call (every wait, the plan's included,
-            takes what is left of it), in seconds or as a `datetime.timedelta`. Past it, or when a rank fails or
-            dies, every rank raises `ParallelTilingError` naming the rank(s) and what happened (on gloo; other
-            backends name no rank); the ranks agree on success before returning, so either every rank returns or
-            every rank raises. The group is unusable after an error.
+        timeout: one deadline for the whole call, its own work included (every wait, the plan's too, takes what
+            is left of it), in seconds or as a `datetime.timedelta`: give a decode that computes for long a larger
+            one. Past it, or when a rank fails or dies, every rank raises `ParallelTilingError` naming the rank(s)
+            and what happened (on gloo; other backends name no rank). The ranks agree on success before returning,
+            so every rank returns or every rank raises, short of the deadline passing during that last exchange.
+            The group is unusable after an error.
         return_traffic: also return what this rank did, as a `ParallelTraffic`.
 
     Returns:

@@ -58,7 +58,7 @@ from .source_files import (
     split_lines,
     with_newline,
 )
-from .transaction import JOURNAL, Interrupted, recover, write_files
+from .transaction import JOURNAL, Interrupted, recover, transaction_root, write_files
 
 
 REPLACE_PATTERN = re.compile(r"^\s*(\S+)->(\S+)(\s+.*|$)")
@@ -275,7 +275,7 @@ def check(root: Path, fix: bool) -> int:
     located = find_package(root)
     if located is None:
         raise CopyError(f"{root} is not a diffusers checkout (no src/diffusers/) or diffusers package directory")
-    tree_root = located[1] or located[0]
+    tree_root = transaction_root(located[0])
     if not fix and (tree_root / JOURNAL).exists():
         raise CopyError(f"{tree_root / JOURNAL}: a write was interrupted; --fix_and_overwrite rolls it back")
     if fix and (found := recover(tree_root)):
@@ -322,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     except CopyError as error:
         print(f"check_copies: error: {error}; nothing was written", file=sys.stderr)
         return 2
-    except SourceError as error:  # its message says what was written
+    except (SourceError, OSError) as error:  # its message says what was written
         print(f"check_copies: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as interrupt:

@@ -70,7 +70,7 @@ class FileRewrite:
     edited: list[MethodId] = field(default_factory=list)  # under tileblend's "Copied from", not its text: left alone
     nested: list[MethodId] = field(default_factory=list)  # loops in a class that is not at module level
     deleted: list[MethodId] = field(default_factory=list)  # deleted: the class inherits the mixin's
-    derived: list[MethodId] = field(default_factory=list)  # loops and copies of classes deriving from the mixin
+    derived: list[MethodId] = field(default_factory=list)  # loops and our copies (edited too) in mixin subclasses
     synced: set[str] = field(default_factory=set)  # blend names with a copy of the tree's own mixin method
     mixin_written: bool = False  # vae.py only: AutoencoderMixin holds tileblend's three methods already
 
@@ -135,17 +135,17 @@ def _copy_edits(
         comment = f"{indent}# Copied from {code.copied_from(function.name)}\n"
         text = normalize_newlines("".join(lines[start : function.end_lineno]))
         written = text == "".join([comment, *_indent(code.methods[function.name], indent)])
+        ours = target == code.copied_from(function.name).removeprefix("diffusers.")
+        if _inherits_mixin(cls) and (ours or recognize(function) is not None):
+            plan.derived.append(name)
         if function.name in earlier and text == "".join([comment, *_indent(earlier[function.name], indent)]):
             plan.synced.add(function.name)
         elif recognize(function) is None and not written:
-            ours = target == code.copied_from(function.name).removeprefix("diffusers.")
             (plan.edited if ours else plan.skipped).append(name)
             continue
         if cls not in tree.body:
             plan.nested.append(name)
             continue
-        if _inherits_mixin(cls):
-            plan.derived.append(name)
         if inherit and _inherits_mixin(cls):
             plan.deleted.append(name)
             edits.append(_deletion(lines, start, function.end_lineno))

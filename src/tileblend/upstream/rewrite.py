@@ -40,7 +40,7 @@ from .edits import RewriteError
 from .model_files import VAE_MODULE, FileKind, FileRewrite, MethodId, mixin_methods, plan_module, plan_vae
 from .source_files import SourceError, SourceFile, find_package, read_source, split_lines
 from .test_files import plan_test_files
-from .transaction import JOURNAL, Interrupted, recover, write_files
+from .transaction import JOURNAL, Interrupted, recover, transaction_root, write_files
 
 
 AUTOENCODERS = Path("models", "autoencoders")
@@ -108,7 +108,7 @@ def apply_rewrite(rewrite: TreeRewrite) -> None:
     the tree (writes stay inside the tree the user named); nothing is written then."""
     changed = sorted((plan for plan in rewrite.files if plan.changed), key=lambda plan: plan.kind is not FileKind.VAE)
     read_as = [plan.old.encode(plan.encoding) if plan.existed else None for plan in changed]
-    tree = rewrite.root or rewrite.package
+    tree = transaction_root(rewrite.package)
     write_files([SourceFile(plan.path, plan.new, plan.encoding) for plan in changed], read_as, tree=tree)
 
 
@@ -196,8 +196,7 @@ def main(args: argparse.Namespace) -> int:
     """Roll back a write that was killed, then plan, report and (unless --check or --diff) write the rewrite of
     `args.path`. Ctrl-C (or SIGTERM, SIGHUP) stops it with one line and exit code 128 + the signal's number."""
     try:
-        package, root = diffusers_tree(args.path)
-        tree = root or package
+        tree = transaction_root(diffusers_tree(args.path)[0])
         if (args.check or args.diff) and (tree / JOURNAL).exists():
             raise SourceError(
                 f"{tree / JOURNAL}: a write was interrupted; `tileblend rewrite {args.path}` rolls it back"

@@ -16,10 +16,10 @@ keeps its line endings, the lines added taking the file's dominant one.
 import ast
 from pathlib import Path
 
-from .edits import apply_edits, definition_edits, import_edit, parse_source
+from .edits import RewriteError, apply_edits, definition_edits, import_edit, parse_source
 from .model_files import FileKind, FileRewrite
-from .source_files import SourceFile, read_source, split_lines, with_newline
-from .standalone_test import TEST_MODULE_PATH, render_test_module
+from .source_files import SourceFile, normalize_newlines, read_source, split_lines, with_newline
+from .standalone_test import TEMPLATE, TEST_MODULE_PATH, render_test_module
 from .test_cases import CASES
 from .test_text import (
     MIXIN,
@@ -124,6 +124,13 @@ def plan_test_files(root: Path, modules: list[FileRewrite]) -> list[FileRewrite]
         return []
     existed = test_path.exists()
     old = read_source(test_path) if existed else SourceFile(test_path, "")
+    prefix, suffix = TEMPLATE.split("@METHODS@")
+    text = normalize_newlines(old.text)
+    if existed and not (text.startswith(prefix) and text.endswith(suffix)):
+        raise RewriteError(
+            f"{test_path}: it is not the module tileblend writes (edited, or someone else's); tileblend replaces only "
+            "its own: rename or remove it; nothing was written"
+        )
     new = with_newline(render_test_module({plan.path.stem: plan.vectorized for plan in modules}), old.newline)
     return [
         FileRewrite(path=test_path, kind=FileKind.TESTS, old=old.text, new=new, encoding=old.encoding, existed=existed)

@@ -25,6 +25,8 @@ runs `recover` on a diffusers checkout or package directory (`make fix-copies` d
 
 import argparse
 import array
+import contextlib
+import hashlib
 import json
 import os
 import secrets
@@ -38,7 +40,7 @@ from .source_files import SourceError, SourceFile, find_package
 
 
 JOURNAL = ".tileblend-transaction.json"
-JOURNAL_FORMAT = "tileblend transaction 1"
+JOURNAL_FORMAT = "tileblend transaction 2"
 NEW_FILE_MODE = 0o644
 FS_IOC_GETFLAGS = 0x80086601
 """Linux's ioctl that reads an inode's attribute flags (what `lsattr` prints)."""
@@ -65,26 +67,28 @@ class Interrupted(KeyboardInterrupt):
 
 
 class _Signals:
-    """While active (in the main thread), the first of `CAUGHT_SIGNALS` that the process does not ignore raises
-    `Interrupted`; once `committed` is set, it is held and raised when the block ends. Signals after the first are
-    ignored: a roll-back in progress finishes."""
+    """While active (in the main thread), the first of `CAUGHT_SIGNALS` that the process handles raises `Interrupted`,
+    unless `holding` is set: then it is kept in `received` (and raised, as written, when the block ends without an
+    error). Signals after the first are ignored: a roll-back in progress finishes."""
 
     def __init__(self):
-        self.committed = False
+        self.holding = False
         self.received = None
         self.previous = {}
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
-            # A signal the process ignores (SIGHUP under nohup, SIGINT in a background job) stays ignored.
-            caught = [signum for signum in CAUGHT_SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN]
+            # A signal the process ignores (SIGHUP under nohup, SIGINT in a background job) stays ignored, and one
+            # handled outside Python (no handler to put back) is left alone.
+            handlers = {signum: signal.getsignal(signum) for signum in CAUGHT_SIGNALS}
+            caught = [signum for signum, handler in handlers.items() if handler not in (signal.SIG_IGN, None)]
             self.previous = {signum: signal.signal(signum, self._handle) for signum in caught}
         return self
 
     def _handle(self, signum, frame):
         if self.received is None:
             self.received = signum
-            if not self.committed:
+            if not self.holding:
                 raise Interrupted(signum, written=False)
 
     def __exit__(self, error_type, error, traceback):
@@ -95,28 +99,67 @@ class _Signals:
         return False
 
 
+@contextlib.contextmanager
+def _locked(tree: Path):
+    """Hold an exclusive lock on the tree's directory (POSIX `flock`) while a write or a recovery runs there; a second
+    one is refused at once."""
+    if os.name != "posix":
+        yield
+        return
+    import fcntl
+
+    descriptor = os.open(tree, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as error:
+            raise SourceError(f"another tileblend write is running in {tree}; nothing was written") from error
+        yield
+    finally:
+        os.close(descriptor)
+
+
+def transaction_root(package: Path) -> Path:
+    """Where the journal of a write to the diffusers package directory `package` lives: the checkout's root when
+    `package` is a checkout's `src/diffusers`, else `package`; the same whichever of the two a command was given."""
+    root = package.parent.parent
+    return (
+        root
+        if package.parent.name == "src" and (root / "src" / "diffusers").resolve() == package.resolve()
+        else package
+    )
+
+
 @dataclass(frozen=True)
 class _Entry:
     """One file of a transaction: where it is and the paths of its staged new content and backup."""
 
     target: Path
     existed: bool
+    digest: str  # SHA-256 of the new content: a file is put back only while it still holds what the write wrote
     new: Path
     orig: Path
 
 
-def _entries(tree: Path, transaction: str, files: list[tuple[str, bool]]) -> list[_Entry]:
+def _entries(tree: Path, transaction: str, files: list[tuple[str, bool, str]]) -> list[_Entry]:
     entries = []
-    for relative, existed in files:
+    for relative, existed, digest in files:
         target = tree / relative
         prefix = target.parent / f".{target.name}.tileblend-{transaction}"
-        entries.append(_Entry(target, existed, Path(f"{prefix}.new"), Path(f"{prefix}.orig")))
+        entries.append(_Entry(target, existed, digest, Path(f"{prefix}.new"), Path(f"{prefix}.orig")))
     return entries
+
+
+def _holds_new(entry: _Entry) -> bool:
+    try:
+        return hashlib.sha256(entry.target.read_bytes()).hexdigest() == entry.digest
+    except FileNotFoundError:
+        return False
 
 
 def _write_journal(tree: Path, transaction: str, phase: str, entries: list[_Entry], create: bool = False) -> None:
     """Write the journal whole: created exclusively, or written aside and renamed over the old one."""
-    files = [[entry.target.relative_to(tree).as_posix(), entry.existed] for entry in entries]
+    files = [[entry.target.relative_to(tree).as_posix(), entry.existed, entry.digest] for entry in entries]
     data = json.dumps({"format": JOURNAL_FORMAT, "id": transaction, "phase": phase, "files": files}).encode()
     path = tree / JOURNAL if create else tree / f"{JOURNAL}.tmp"
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_EXCL if create else os.O_TRUNC), 0o644)
@@ -202,23 +245,29 @@ def _check_unchanged(target: Path, read_as: bytes | None) -> None:
         raise ChangedSinceRead(f"{target} changed since it was read")
 
 
-def _roll_back(entries: list[_Entry], replacing: bool) -> tuple[int, list[str]]:
-    """Undo a transaction from what the files show; return (files put back, the targets that could not be)."""
-    put_back, failed = 0, []
+def _roll_back(entries: list[_Entry], replacing: bool) -> tuple[int, list[str], list[str]]:
+    """Undo a transaction from what the files show: (files put back, the targets that could not be, the targets left
+    as they are because they changed after the write: their originals stay in their `.orig` files)."""
+    put_back, failed, changed = 0, [], []
     for entry in entries:
         if not replacing or entry.new.exists():  # not replaced
             _remove([entry.new, entry.orig])
             continue
+        if not entry.target.exists() and not entry.orig.exists():
+            continue  # a new file never written, or one already put back by a roll-back that was stopped
+        if not _holds_new(entry):
+            if entry.orig.exists():  # else it was put back already, by a roll-back that was stopped
+                changed.append(f"{entry.target} (its original is in {entry.orig})")
+            continue
         try:
             if entry.existed:
-                if entry.orig.exists():  # else it was put back already, by a roll-back that was stopped
-                    os.replace(entry.orig, entry.target)
-                    put_back += 1
-            elif _remove([entry.target]):
-                put_back += 1
+                os.replace(entry.orig, entry.target)
+            else:
+                os.unlink(entry.target)
+            put_back += 1
         except OSError:
             failed.append(f"{entry.target} (original kept in {entry.orig})" if entry.existed else str(entry.target))
-    return put_back, failed
+    return put_back, failed, changed
 
 
 def write_files(files: list[SourceFile], read_as: list[bytes | None] | None = None, *, tree: Path) -> None:
@@ -244,19 +293,27 @@ def write_files(files: list[SourceFile], read_as: list[bytes | None] | None = No
         _check_writable(target)
     _check_writable(tree / JOURNAL)
     transaction = secrets.token_hex(4)
-    entries = _entries(tree, transaction, [(target.relative_to(tree), target.exists()) for target in targets])
-    with _Signals() as signals:
+    planned = [
+        (target.relative_to(tree), target.exists(), hashlib.sha256(file.encoded()).hexdigest())
+        for file, target in zip(files, targets)
+    ]
+    entries = _entries(tree, transaction, planned)
+    with _locked(tree), _Signals() as signals:
+        signals.holding = True  # the journal is created whole, or not at all
         try:
             _write_journal(tree, transaction, "staging", entries, create=True)
         except FileExistsError as error:
             raise SourceError(
-                f"cannot write {tree}: {tree / JOURNAL} exists (another write runs, or one was interrupted and is "
-                "rolled back by the next `tileblend rewrite`); nothing was written"
+                f"cannot write {tree}: {tree / JOURNAL} exists (a write was interrupted; the next `tileblend rewrite` "
+                "rolls it back); nothing was written"
             ) from error
         except OSError as error:
             raise SourceError(f"cannot write {tree / JOURNAL}: {error}; nothing was written") from error
-        replacing, current = False, None
+        replacing, current = False, tree / JOURNAL
         try:
+            signals.holding = False
+            if signals.received is not None:  # it came while the journal was written
+                raise Interrupted(signals.received, written=False)
             for file, entry in zip(files, entries):
                 current = entry.target
                 like = entry.target.stat() if entry.existed else None
@@ -271,11 +328,12 @@ def write_files(files: list[SourceFile], read_as: list[bytes | None] | None = No
                 if original is not _UNCHECKED:
                     _check_unchanged(entry.target, original)
                 os.replace(entry.new, entry.target)
-            signals.committed = True
+            signals.holding = True  # from here on the write completes
             current = tree / JOURNAL
             _write_journal(tree, transaction, "committed", entries)
         except BaseException as error:
-            put_back, failed = _roll_back(entries, replacing)
+            signals.holding = True  # a roll-back in progress finishes
+            put_back, failed, _ = _roll_back(entries, replacing)
             if failed:
                 raise SourceError(f"cannot write {current}: {error}; left written: {', '.join(failed)}") from error
             _remove([tree / JOURNAL, tree / f"{JOURNAL}.tmp"])
@@ -288,34 +346,39 @@ def write_files(files: list[SourceFile], read_as: list[bytes | None] | None = No
 
 def recover(tree: Path) -> str | None:
     """Finish the transaction an earlier write of `tree` left (it was killed): roll it back if it had not committed,
-    else remove what it left. Return one line saying what was found and done, or None when there was nothing.
+    else remove what it left. A file changed after that write is left as it is, its original kept beside it. Return
+    one line saying what was found and done, or None when there was nothing.
 
-    Raises `SourceError` when a file cannot be put back (the journal stays, for the next try)."""
+    Raises `SourceError` when a write is running there, or a file cannot be put back (the journal stays, for the next
+    try)."""
     tree = _target(tree)
     journal = tree / JOURNAL
     if not journal.exists():
         return None
-    _remove([tree / f"{JOURNAL}.tmp"])
-    try:
-        state = json.loads(journal.read_bytes())
-        assert state["format"] == JOURNAL_FORMAT
-        phase, entries = state["phase"], _entries(tree, state["id"], state["files"])
-    except (ValueError, KeyError, TypeError, AssertionError):  # cut short while it was created: nothing was staged
+    with _locked(tree):
+        _remove([tree / f"{JOURNAL}.tmp"])
+        try:
+            state = json.loads(journal.read_bytes())
+            assert state["format"] == JOURNAL_FORMAT
+            phase, entries = state["phase"], _entries(tree, state["id"], state["files"])
+        except (ValueError, KeyError, TypeError, AssertionError):  # cut short while it was created: nothing staged
+            journal.unlink()
+            return f"removed {journal}, the journal of a write stopped before it staged anything"
+        if phase == "committed":
+            removed = _remove(path for entry in entries for path in (entry.orig, entry.new))
+            journal.unlink()
+            return (
+                f"found {journal} of a write that finished: removed its {removed} leftover backups; the files stay "
+                "written"
+            )
+        put_back, failed, changed = _roll_back(entries, replacing=phase == "replacing")
+        if failed:
+            raise SourceError(
+                f"cannot roll back the interrupted write of {journal}: cannot put back {', '.join(failed)}"
+            )
         journal.unlink()
-        return f"removed {journal}, the journal of a write stopped before it staged anything"
-    if phase == "committed":
-        removed = _remove(path for entry in entries for path in (entry.orig, entry.new))
-        journal.unlink()
-        return (
-            f"found {journal} of a write that finished: removed its {removed} leftover backups; the files stay written"
-        )
-    put_back, failed = _roll_back(entries, replacing=phase == "replacing")
-    if failed:
-        raise SourceError(f"cannot roll back the interrupted write of {journal}: cannot put back {', '.join(failed)}")
-    journal.unlink()
-    return (
-        f"found {journal} of an interrupted write: rolled back ({put_back} files put back); the tree is as before it"
-    )
+    kept = f"; changed since, left as they are: {', '.join(changed)}" if changed else "; the tree is as before it"
+    return f"found {journal} of an interrupted write: rolled back ({put_back} files put back){kept}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -327,8 +390,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.path} is not a diffusers checkout or package directory", file=sys.stderr)
         return 2
     try:
-        found = recover(located[1] or located[0])
-    except SourceError as error:
+        found = recover(transaction_root(located[0]))
+    except (SourceError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     if found:
