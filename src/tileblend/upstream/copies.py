@@ -39,7 +39,6 @@ import argparse
 import ast
 import io
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -58,7 +57,7 @@ from .source_files import (
     split_lines,
     with_newline,
 )
-from .transaction import JOURNAL, Interrupted, recover, transaction_root, write_files
+from .transaction import JOURNAL, interruption, recover, transaction_root, write_files
 
 
 REPLACE_PATTERN = re.compile(r"^\s*(\S+)->(\S+)(\s+.*|$)")
@@ -326,9 +325,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"check_copies: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as interrupt:
-        outcome = interrupt.describe() if isinstance(interrupt, Interrupted) else "interrupted; nothing was written"
+        outcome, code = interruption(interrupt)
         print(f"check_copies: {outcome}", file=sys.stderr)
-        return 128 + getattr(interrupt, "signum", signal.SIGINT)
+        return code
 
 
 if __name__ == "__main__":

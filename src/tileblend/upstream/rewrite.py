@@ -30,7 +30,6 @@ versions too).
 import argparse
 import difflib
 import re
-import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +39,7 @@ from .edits import RewriteError
 from .model_files import VAE_MODULE, FileKind, FileRewrite, MethodId, mixin_methods, plan_module, plan_vae
 from .source_files import SourceError, SourceFile, find_package, read_source, split_lines
 from .test_files import plan_test_files
-from .transaction import JOURNAL, Interrupted, recover, transaction_root, write_files
+from .transaction import JOURNAL, interruption, recover, transaction_root, write_files
 
 
 AUTOENCODERS = Path("models", "autoencoders")
@@ -215,9 +214,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"tileblend rewrite: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as interrupt:
-        outcome = interrupt.describe() if isinstance(interrupt, Interrupted) else "interrupted; nothing was written"
+        outcome, code = interruption(interrupt)
         print(f"tileblend rewrite: {outcome}", file=sys.stderr)
-        return 128 + getattr(interrupt, "signum", signal.SIGINT)
+        return code
     print(report(rewrite))
     if args.check:
         pending = [str(plan.path) for plan in rewrite.files if plan.changed]

@@ -66,6 +66,14 @@ class Interrupted(KeyboardInterrupt):
         return f"interrupted by {signal.Signals(self.signum).name}; {outcome}"
 
 
+def interruption(interrupt: KeyboardInterrupt) -> tuple[str, int]:
+    """What a command that writes says and returns when `interrupt` stopped it: an `Interrupted` from inside a write
+    (which says what was written), or a Ctrl-C before any write; the exit code is 128 + the signal's number."""
+    if isinstance(interrupt, Interrupted):
+        return interrupt.describe(), 128 + interrupt.signum
+    return "interrupted; nothing was written", 128 + signal.SIGINT
+
+
 class _Signals:
     """While active (in the main thread), the first of `CAUGHT_SIGNALS` that the process handles raises `Interrupted`,
     unless `holding` is set: then it is kept in `received` (and raised, as written, when the block ends without an
