@@ -143,8 +143,8 @@ def run_pairs(module: str, config: WorkerConfig, pairs: int, progress=lambda lin
 
 def blend_bound(arms: dict) -> float:
     """The speedup the blend alone can explain (Amdahl): arm A's median time over that time with A's blend time
-    replaced by B's (each the median over processes of one instrumented call). A measured speedup beyond it is the
-    machine, not the blend."""
+    replaced by B's (each the median over processes of one instrumented call). A measured speedup beyond it is noise or
+    a side effect, not the blend's."""
     a, b = arms["A"], arms["B"]
     return a["median_ms"] / max(a["median_ms"] - a["blend_ms"] + b["blend_ms"], 1e-9)
 
