@@ -33,18 +33,29 @@ import torch
 
 def blend_v(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor:
     """
-    Blends the last `blend_extent` rows of `a` into the first rows of `b`: with `n` the extent clipped to both
-    tiles, row `y` of `b` becomes `a`'s row `y - n` times `1 - y / n` plus its own times `y / n`. `b` is modified
-    in place and returned; for extents up to 4096, the result is bit for bit that of computing each row with those
-    Python floats.
+    Blends the last rows of `a` into the first rows of `b`, in place.
+
+    With `n = min(a.shape[-2], b.shape[-2], blend_extent)`, row `y` of `b`, for `y < n`, becomes `a`'s row `y - n`
+    times `1 - y / n` plus its own times `y / n`, computed as PyTorch multiplies a tensor by a Python float: each
+    weight in the opmath dtype of `b` (float64 for float64, float32 otherwise), each product rounded to `b.dtype`,
+    then the sum. In float32 the weights are `y / n` and `(n - y) / n`, divisions by the tensor `n`, because these
+    equal the Python floats `y / n` and `1 - y / n` cast to float32, and float32 `1 - y / n` does not.
+
+    Args:
+        a (`torch.Tensor`):
+            The tile above `b`. It is not modified.
+        b (`torch.Tensor`):
+            The tile to blend into, modified in place.
+        blend_extent (`int`):
+            How many rows to blend, clipped to both tiles; none when it is 0 or less.
+
+    Returns:
+        `torch.Tensor`: `b`.
     """
     blend_extent = min(a.shape[-2], b.shape[-2], blend_extent)
     if blend_extent <= 0:
         return b
-    # Rounds as scaling row y by the Python floats 1 - y / n and y / n: weights in the opmath dtype (float32
-    # (n - y) / n equals float32(1 - y / n) for every n up to 4096), each product rounded to b's dtype
-    # before the add. `n` is a tensor: CUDA divides by a Python scalar via its reciprocal (BinaryDivTrueKernel.cu).
-    weight_dtype = torch.float64 if b.dtype == torch.float64 else torch.float32
+    weight_dtype = torch.promote_types(b.dtype, torch.float32)
     y = torch.arange(blend_extent, dtype=weight_dtype, device=b.device).view(-1, 1)
     n = torch.full_like(y, blend_extent)
     weight_b = y / n
@@ -56,18 +67,30 @@ def blend_v(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor
 
 def blend_h(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor:
     """
-    Blends the last `blend_extent` columns of `a` into the first columns of `b`: with `n` the extent clipped to
-    both tiles, column `x` of `b` becomes `a`'s column `x - n` times `1 - x / n` plus its own times `x / n`. `b` is
-    modified in place and returned; for extents up to 4096, the result is bit for bit that of computing each column
-    with those Python floats.
+    Blends the last columns of `a` into the first columns of `b`, in place.
+
+    With `n = min(a.shape[-1], b.shape[-1], blend_extent)`, column `x` of `b`, for `x < n`, becomes `a`'s column `x
+    - n` times `1 - x / n` plus its own times `x / n`, computed as PyTorch multiplies a tensor by a Python float:
+    each weight in the opmath dtype of `b` (float64 for float64, float32 otherwise), each product rounded to
+    `b.dtype`, then the sum. In float32 the weights are `x / n` and `(n - x) / n`, divisions by the tensor `n`,
+    because these equal the Python floats `x / n` and `1 - x / n` cast to float32, and float32 `1 - x / n` does
+    not.
+
+    Args:
+        a (`torch.Tensor`):
+            The tile left of `b`. It is not modified.
+        b (`torch.Tensor`):
+            The tile to blend into, modified in place.
+        blend_extent (`int`):
+            How many columns to blend, clipped to both tiles; none when it is 0 or less.
+
+    Returns:
+        `torch.Tensor`: `b`.
     """
     blend_extent = min(a.shape[-1], b.shape[-1], blend_extent)
     if blend_extent <= 0:
         return b
-    # Rounds as scaling column x by the Python floats 1 - x / n and x / n: weights in the opmath dtype (float32
-    # (n - x) / n equals float32(1 - x / n) for every n up to 4096), each product rounded to b's dtype
-    # before the add. `n` is a tensor: CUDA divides by a Python scalar via its reciprocal (BinaryDivTrueKernel.cu).
-    weight_dtype = torch.float64 if b.dtype == torch.float64 else torch.float32
+    weight_dtype = torch.promote_types(b.dtype, torch.float32)
     x = torch.arange(blend_extent, dtype=weight_dtype, device=b.device)
     n = torch.full_like(x, blend_extent)
     weight_b = x / n
@@ -79,18 +102,30 @@ def blend_h(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor
 
 def blend_t(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor:
     """
-    Blends the last `blend_extent` frames of `a` into the first frames of `b`: with `n` the extent clipped to both
-    tiles, frame `x` of `b` becomes `a`'s frame `x - n` times `1 - x / n` plus its own times `x / n`. `b` is
-    modified in place and returned; for extents up to 4096, the result is bit for bit that of computing each frame
-    with those Python floats.
+    Blends the last frames of `a` into the first frames of `b`, in place.
+
+    With `n = min(a.shape[-3], b.shape[-3], blend_extent)`, frame `x` of `b`, for `x < n`, becomes `a`'s frame `x -
+    n` times `1 - x / n` plus its own times `x / n`, computed as PyTorch multiplies a tensor by a Python float:
+    each weight in the opmath dtype of `b` (float64 for float64, float32 otherwise), each product rounded to
+    `b.dtype`, then the sum. In float32 the weights are `x / n` and `(n - x) / n`, divisions by the tensor `n`,
+    because these equal the Python floats `x / n` and `1 - x / n` cast to float32, and float32 `1 - x / n` does
+    not.
+
+    Args:
+        a (`torch.Tensor`):
+            The tile before `b`. It is not modified.
+        b (`torch.Tensor`):
+            The tile to blend into, modified in place.
+        blend_extent (`int`):
+            How many frames to blend, clipped to both tiles; none when it is 0 or less.
+
+    Returns:
+        `torch.Tensor`: `b`.
     """
     blend_extent = min(a.shape[-3], b.shape[-3], blend_extent)
     if blend_extent <= 0:
         return b
-    # Rounds as scaling frame x by the Python floats 1 - x / n and x / n: weights in the opmath dtype (float32
-    # (n - x) / n equals float32(1 - x / n) for every n up to 4096), each product rounded to b's dtype
-    # before the add. `n` is a tensor: CUDA divides by a Python scalar via its reciprocal (BinaryDivTrueKernel.cu).
-    weight_dtype = torch.float64 if b.dtype == torch.float64 else torch.float32
+    weight_dtype = torch.promote_types(b.dtype, torch.float32)
     x = torch.arange(blend_extent, dtype=weight_dtype, device=b.device).view(-1, 1, 1)
     n = torch.full_like(x, blend_extent)
     weight_b = x / n

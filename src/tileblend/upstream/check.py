@@ -55,11 +55,11 @@ MUTATIONS = {
         r"min(a.shape[\1], b.shape[\1], blend_extent - 1)",
     ),
     "weights in the tile's dtype (the simple form)": (
-        re.compile(r"weight_dtype = torch\.float64 if b\.dtype == torch\.float64 else torch\.float32"),
+        re.compile(r"weight_dtype = torch\.promote_types\(b\.dtype, torch\.float32\)"),
         "weight_dtype = b.dtype",
     ),
     "float32 weights for float64 tiles": (
-        re.compile(r"weight_dtype = torch\.float64 if b\.dtype == torch\.float64 else torch\.float32"),
+        re.compile(r"weight_dtype = torch\.promote_types\(b\.dtype, torch\.float32\)"),
         "weight_dtype = torch.float32",
     ),
     "float32 `1 - y / n`": (
