@@ -1,9 +1,9 @@
 """A write stopped at each phase by a signal, or killed: the tree ends all old or all new, with no file of ours left.
 
-Each case runs the write in a child process that signals itself at a chosen point (`KILLER`): while staging, right
-after the journal says "replacing", after two of the files were replaced, after the journal says "committed", and in
-the middle of the roll-back a SIGTERM started. A signal Python can catch must leave the tree as it was (or, after the
-commit, fully written) at once; after SIGKILL the next write's `recover` must.
+Each case runs the write in a child process that signals itself at a chosen point (`KILLER`): right after the journal
+is created, while staging, right after the journal says "replacing", after two of the files were replaced, after the
+journal says "committed", and in the middle of the roll-back a SIGTERM started. A signal Python can catch must leave
+the tree as it was (or, after the commit, fully written) at once; after SIGKILL the next write's `recover` must.
 """
 
 import os
@@ -56,10 +56,11 @@ KILLER = textwrap.dedent(
         kind = "journal" if str(target).endswith(transaction.JOURNAL) else "module"
         counts[kind] += 1
         if (phase, kind, counts[kind]) in {
-            ("replacing-started", "journal", 1),
+            ("created", "journal", 1),
+            ("replacing-started", "journal", 2),
             ("replaced-two", "module", 2),
             ("rolling-back", "module", 2),
-            ("committed", "journal", 2),
+            ("committed", "journal", 3),
         }:
             kill()
 
@@ -70,7 +71,7 @@ KILLER = textwrap.dedent(
     sys.exit(main(command))
     """
 )
-PHASES = ["staging", "replacing-started", "replaced-two", "committed"]
+PHASES = ["created", "staging", "replacing-started", "replaced-two", "committed"]
 
 
 def tree_files(root: Path) -> dict[str, bytes]:
@@ -181,12 +182,6 @@ def test_an_ignored_signal_stays_ignored(trees, tmp_path):
     assert tree_files(root) == trees[2] and ours(root) == []
 
 
-def test_a_journal_cut_short_is_removed(tmp_path):
-    (tmp_path / JOURNAL).write_bytes(b'{"format": "tileblend trans')
-    assert "stopped before it staged anything" in recover(tmp_path)
-    assert not (tmp_path / JOURNAL).exists() and recover(tmp_path) is None
-
-
 def test_recovery_from_the_command_line(trees, tmp_path):
     """`make fix-copies` runs this before a checkout's own checker."""
     root = fresh(trees, tmp_path)
@@ -239,3 +234,43 @@ def test_a_second_writer_is_refused_while_one_runs(tmp_path):
     finally:
         os.close(descriptor)
     assert (tmp_path / "a.py").read_text() == "a = 1\n" and sorted(os.listdir(tmp_path)) == ["a.py"]
+
+
+def replaced_by_the_kill(trees, root: Path) -> list[str]:
+    """The files a write killed at "replaced-two" had replaced."""
+    return [
+        path
+        for path, data in tree_files(root).items()
+        if path in trees[1] and data == trees[2][path] != trees[1][path]
+    ]
+
+
+def test_a_journal_cut_after_the_kill_is_kept_with_every_file(trees, tmp_path, capsys):
+    """Recovery cannot know what an unreadable journal listed: it changes nothing (it used to delete the journal and
+    leave a mixed tree that nothing could recover)."""
+    from tileblend.cli import main as tileblend
+
+    root = fresh(trees, tmp_path)
+    assert killed_rewrite(root, "replaced-two", signal.SIGKILL, tmp_path).returncode == -signal.SIGKILL
+    (root / JOURNAL).write_bytes((root / JOURNAL).read_bytes()[:40])
+    before = tree_files(root)
+    assert tileblend(["rewrite", str(root)]) == 2
+    assert f"refused {root / JOURNAL}: it is not JSON" in capsys.readouterr().err
+    assert tree_files(root) == before
+
+
+def test_an_original_deleted_after_the_kill_is_named_and_the_next_rewrite_runs(trees, tmp_path, capsys):
+    from tileblend.cli import main as tileblend
+
+    root = fresh(trees, tmp_path)
+    assert killed_rewrite(root, "replaced-two", signal.SIGKILL, tmp_path).returncode == -signal.SIGKILL
+    lost, put_back = replaced_by_the_kill(trees, root)
+    [orig] = (root / lost).parent.glob(f".{Path(lost).name}.tileblend-*.orig")
+    orig.unlink()
+    assert tileblend(["rewrite", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot put back {root / lost} (no {orig.name} beside it)" in err and "git checkout -- FILE" in err
+    assert "rolled back (1 files put back)" in err and "the journal is removed" in err
+    assert tree_files(root) == {**trees[1], lost: trees[2][lost]} and ours(root) == []
+    assert tileblend(["rewrite", str(root)]) == 0
+    assert tree_files(root) == trees[2]

@@ -57,7 +57,7 @@ from .source_files import (
     split_lines,
     with_newline,
 )
-from .transaction import JOURNAL, interruption, recover, transaction_root, write_files
+from .transaction import JOURNAL, has_journal, interruption, recover, transaction_root, write_files
 
 
 REPLACE_PATTERN = re.compile(r"^\s*(\S+)->(\S+)(\s+.*|$)")
@@ -275,7 +275,7 @@ def check(root: Path, fix: bool) -> int:
     if located is None:
         raise CopyError(f"{root} is not a diffusers checkout (no src/diffusers/) or diffusers package directory")
     tree_root = transaction_root(located[0])
-    if not fix and (tree_root / JOURNAL).exists():
+    if not fix and has_journal(tree_root):
         raise CopyError(f"{tree_root / JOURNAL}: a write was interrupted; --fix_and_overwrite rolls it back")
     if fix and (found := recover(tree_root)):
         print(found)

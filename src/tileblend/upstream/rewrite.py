@@ -39,7 +39,7 @@ from .edits import RewriteError
 from .model_files import VAE_MODULE, FileKind, FileRewrite, MethodId, mixin_methods, plan_module, plan_vae
 from .source_files import SourceError, SourceFile, find_package, read_source, split_lines
 from .test_files import plan_test_files
-from .transaction import JOURNAL, interruption, recover, transaction_root, write_files
+from .transaction import JOURNAL, has_journal, interruption, recover, transaction_root, write_files
 
 
 AUTOENCODERS = Path("models", "autoencoders")
@@ -196,7 +196,7 @@ def main(args: argparse.Namespace) -> int:
     `args.path`. Ctrl-C (or SIGTERM, SIGHUP) stops it with one line and exit code 128 + the signal's number."""
     try:
         tree = transaction_root(diffusers_tree(args.path)[0])
-        if (args.check or args.diff) and (tree / JOURNAL).exists():
+        if (args.check or args.diff) and has_journal(tree):
             raise SourceError(
                 f"{tree / JOURNAL}: a write was interrupted; `tileblend rewrite {args.path}` rolls it back"
             )

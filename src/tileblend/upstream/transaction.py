@@ -2,12 +2,12 @@
 
 `write_files` is how `tileblend rewrite` and the copy checker write. One write is a transaction with a random id:
 
-1. The journal, `.tileblend-transaction.json` at the top of the tree, is created (exclusively: a second writer is
-   refused) listing the files, relative to the tree, and whether each existed; its phase is "staging".
+1. The journal, `.tileblend-transaction.json` at the top of the tree, is created listing the files, relative to the
+   tree, whether each existed and the SHA-256 of its new content; its phase is "staging". Like every later update,
+   it is written aside and renamed into place, so it is never seen cut short; a tree that has one is refused.
 2. Next to each file, `.NAME.tileblend-ID.new` gets the new bytes (with the file's mode and owner, through symbolic
    links to the file they point to) and `.NAME.tileblend-ID.orig` a copy of the current ones.
-3. The phase becomes "replacing" (each journal update is written aside and renamed over it, so it is always whole).
-   Each file is checked to still hold the bytes it was read with (an edit made meanwhile is never lost) and replaced
+3. The phase becomes "replacing". Each file is checked to still hold the bytes it was read with (an edit made meanwhile is never lost) and replaced
    by its `.new` file, in the given order.
 4. The phase becomes "committed"; the `.orig` files and the journal are removed.
 
@@ -17,6 +17,10 @@ SIGINT, SIGTERM or SIGHUP (raised as `Interrupted`), rolls back, removes every t
 propagates; a signal after step 3 waits until step 4 is done. After a death nothing can catch (SIGKILL, an
 out-of-memory kill), `recover`, which every command that writes a tree runs first, finds the journal and finishes the
 transaction the same way: rolled back before "committed", cleaned up after it.
+
+A journal is read from the tree, so recovery trusts it no more than any file there: it must be a regular file that
+`write_files` could have written (its format, an id of ours, known phase, each file a plain relative path to a Python
+file reached through no link, each temporary file a regular file or none), or recovery refuses it and touches nothing.
 
     python -m tileblend.upstream.transaction PATH
 
@@ -29,8 +33,10 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import secrets
 import signal
+import stat
 import sys
 import threading
 from dataclasses import dataclass
@@ -41,6 +47,14 @@ from .source_files import SourceError, SourceFile, find_package
 
 JOURNAL = ".tileblend-transaction.json"
 JOURNAL_FORMAT = "tileblend transaction 2"
+PHASES = ("staging", "replacing", "committed")
+TRANSACTION_ID_BYTES = 4
+TRANSACTION_ID = re.compile(f"[0-9a-f]{{{2 * TRANSACTION_ID_BYTES}}}")
+"""A transaction's id, `secrets.token_hex(TRANSACTION_ID_BYTES)`: it names the temporary files, so nothing else is
+accepted from a journal."""
+DIGEST = re.compile("[0-9a-f]{64}")
+MAX_JOURNAL_BYTES = 1 << 20
+"""A journal lists each file once in about a hundred bytes: a larger one is not tileblend's."""
 NEW_FILE_MODE = 0o644
 FS_IOC_GETFLAGS = 0x80086601
 """Linux's ioctl that reads an inode's attribute flags (what `lsattr` prints)."""
@@ -165,18 +179,89 @@ def _holds_new(entry: _Entry) -> bool:
         return False
 
 
+def has_journal(tree: Path) -> bool:
+    """Whether `tree` holds a journal, of any kind (a link, a FIFO: recovery refuses those, it does not skip them)."""
+    return os.path.lexists(tree / JOURNAL)
+
+
 def _write_journal(tree: Path, transaction: str, phase: str, entries: list[_Entry], create: bool = False) -> None:
-    """Write the journal whole: created exclusively, or written aside and renamed over the old one."""
+    """Write the journal whole: written aside, then renamed over the old one, so that it is never seen cut short.
+    `create` raises `FileExistsError` if there is one already (every writer holds the tree's lock, see `_locked`)."""
+    if create and has_journal(tree):
+        raise FileExistsError(f"{tree / JOURNAL} exists")
     files = [[entry.target.relative_to(tree).as_posix(), entry.existed, entry.digest] for entry in entries]
     data = json.dumps({"format": JOURNAL_FORMAT, "id": transaction, "phase": phase, "files": files}).encode()
-    path = tree / JOURNAL if create else tree / f"{JOURNAL}.tmp"
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_EXCL if create else os.O_TRUNC), 0o644)
+    aside = tree / f"{JOURNAL}.tmp"
+    _remove([aside])  # a file of that name (or a link: never followed) left by anything
+    descriptor = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     with os.fdopen(descriptor, "wb") as file:
         file.write(data)
         file.flush()
         os.fsync(file.fileno())
-    if not create:
-        os.replace(path, tree / JOURNAL)
+    os.replace(aside, tree / JOURNAL)
+
+
+class JournalRefused(SourceError):
+    """A journal that recovery does not trust (it comes from the tree, like any file there): it is left as it is, and
+    so is every other file."""
+
+
+def _read_journal(tree: Path) -> tuple[str, list[_Entry]]:
+    """The phase and files of the journal in `tree`, after checking that it is one `write_files` could have written
+    and that every path it leads recovery to is a regular file (or none) inside `tree`, reached through no link.
+
+    Raises `JournalRefused`, naming the journal and the first check it fails, and touches nothing."""
+    journal = tree / JOURNAL
+
+    def refuse(reason: str) -> JournalRefused:
+        return JournalRefused(
+            f"refused {journal}: {reason}; nothing was touched (docs/upstream-pr.md says what to do)"
+        )
+
+    if not stat.S_ISREG(os.lstat(journal).st_mode):
+        raise refuse("it is not a regular file")
+    if os.lstat(journal).st_size > MAX_JOURNAL_BYTES:
+        raise refuse(f"it is larger than {MAX_JOURNAL_BYTES} bytes")
+    try:
+        state = json.loads(journal.read_bytes())
+    except ValueError:
+        raise refuse("it is not JSON (cut short, or not written by tileblend)") from None
+    if not isinstance(state, dict) or sorted(state) != ["files", "format", "id", "phase"]:
+        raise refuse("it does not hold a journal's keys (format, id, phase, files)")
+    if state["format"] != JOURNAL_FORMAT:
+        raise refuse(f"its format is {state['format']!r}, not {JOURNAL_FORMAT!r} (another version of tileblend?)")
+    if not (isinstance(state["id"], str) and TRANSACTION_ID.fullmatch(state["id"])):
+        raise refuse(f"its id {state['id']!r} is not one tileblend makes")
+    if state["phase"] not in PHASES:
+        raise refuse(f"its phase {state['phase']!r} is not one of {', '.join(PHASES)}")
+    files = state["files"]
+    if not isinstance(files, list) or not all(
+        isinstance(item, list)
+        and len(item) == 3
+        and isinstance(item[0], str)
+        and isinstance(item[1], bool)
+        and isinstance(item[2], str)
+        and DIGEST.fullmatch(item[2])
+        for item in files
+    ):
+        raise refuse("its files are not a list of [path, existed, SHA-256]")
+    entries = _entries(tree, state["id"], files)
+    for (relative, _, _), entry in zip(files, entries):
+        parts = relative.split("/")
+        if relative.startswith("/") or any(part in ("", ".", "..") or "\\" in part for part in parts):
+            raise refuse(f"the path {relative!r} is not a plain relative path inside the tree")
+        if not relative.endswith(".py"):
+            raise refuse(f"the path {relative!r} is not a Python file (the only files tileblend writes)")
+        resolved = Path(os.path.realpath(entry.target))
+        if resolved != entry.target:
+            where = "leads out of the tree" if not resolved.is_relative_to(tree) else "passes through a link"
+            raise refuse(f"the path {relative!r} {where} ({resolved})")
+        for path in (entry.target, entry.new, entry.orig):
+            if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
+                raise refuse(f"{path} is not a regular file")
+    if len({entry.target for entry in entries}) != len(entries):
+        raise refuse("it lists a file twice")
+    return state["phase"], entries
 
 
 def _target(path: Path) -> Path:
@@ -253,10 +338,11 @@ def _check_unchanged(target: Path, read_as: bytes | None) -> None:
         raise ChangedSinceRead(f"{target} changed since it was read")
 
 
-def _roll_back(entries: list[_Entry], replacing: bool) -> tuple[int, list[str], list[str]]:
+def _roll_back(entries: list[_Entry], replacing: bool) -> tuple[int, list[str], list[str], list[str]]:
     """Undo a transaction from what the files show: (files put back, the targets that could not be, the targets left
-    as they are because they changed after the write: their originals stay in their `.orig` files)."""
-    put_back, failed, changed = 0, [], []
+    as they are because they changed after the write: their originals stay in their `.orig` files, the targets that
+    hold the write's content but whose original is gone: nothing can put them back)."""
+    put_back, failed, changed, lost = 0, [], [], []
     for entry in entries:
         if not replacing or entry.new.exists():  # not replaced
             _remove([entry.new, entry.orig])
@@ -267,15 +353,19 @@ def _roll_back(entries: list[_Entry], replacing: bool) -> tuple[int, list[str], 
             if entry.orig.exists():  # else it was put back already, by a roll-back that was stopped
                 changed.append(f"{entry.target} (its original is in {entry.orig})")
             continue
+        if entry.existed and not entry.orig.exists():
+            lost.append(f"{entry.target} (no {entry.orig.name} beside it)")
+            continue
         try:
             if entry.existed:
                 os.replace(entry.orig, entry.target)
             else:
                 os.unlink(entry.target)
             put_back += 1
-        except OSError:
-            failed.append(f"{entry.target} (original kept in {entry.orig})" if entry.existed else str(entry.target))
-    return put_back, failed, changed
+        except OSError as error:
+            kept = f"; original kept in {entry.orig}" if entry.existed else ""
+            failed.append(f"{entry.target} ({error.strerror or error}{kept})")
+    return put_back, failed, changed, lost
 
 
 def write_files(files: list[SourceFile], read_as: list[bytes | None] | None = None, *, tree: Path) -> None:
@@ -300,7 +390,7 @@ def write_files(files: list[SourceFile], read_as: list[bytes | None] | None = No
     for target in targets:
         _check_writable(target)
     _check_writable(tree / JOURNAL)
-    transaction = secrets.token_hex(4)
+    transaction = secrets.token_hex(TRANSACTION_ID_BYTES)
     planned = [
         (target.relative_to(tree), target.exists(), hashlib.sha256(file.encoded()).hexdigest())
         for file, target in zip(files, targets)
@@ -341,7 +431,7 @@ def write_files(files: list[SourceFile], read_as: list[bytes | None] | None = No
             _write_journal(tree, transaction, "committed", entries)
         except BaseException as error:
             signals.holding = True  # a roll-back in progress finishes
-            put_back, failed, _ = _roll_back(entries, replacing)
+            put_back, failed, _, _ = _roll_back(entries, replacing)
             if failed:
                 raise SourceError(f"cannot write {current}: {error}; left written: {', '.join(failed)}") from error
             _remove([tree / JOURNAL, tree / f"{JOURNAL}.tmp"])
@@ -357,21 +447,19 @@ def recover(tree: Path) -> str | None:
     else remove what it left. A file changed after that write is left as it is, its original kept beside it. Return
     one line saying what was found and done, or None when there was nothing.
 
-    Raises `SourceError` when a write is running there, or a file cannot be put back (the journal stays, for the next
-    try)."""
+    The journal comes from the tree, so it is checked before anything is touched (`_read_journal`): one that is not
+    a regular file, or fails a check, raises `JournalRefused` and stays, with every file as it is.
+
+    Raises `SourceError` when a write is running there or a file cannot be put back (the journal stays, for the next
+    try), and after putting back every file it could when an original is missing (deleted after the kill: nothing
+    can put that file back; the journal is removed, so later writes run)."""
     tree = _target(tree)
     journal = tree / JOURNAL
-    if not journal.exists():
+    if not has_journal(tree):
         return None
     with _locked(tree):
+        phase, entries = _read_journal(tree)
         _remove([tree / f"{JOURNAL}.tmp"])
-        try:
-            state = json.loads(journal.read_bytes())
-            assert state["format"] == JOURNAL_FORMAT
-            phase, entries = state["phase"], _entries(tree, state["id"], state["files"])
-        except (ValueError, KeyError, TypeError, AssertionError):  # cut short while it was created: nothing staged
-            journal.unlink()
-            return f"removed {journal}, the journal of a write stopped before it staged anything"
         if phase == "committed":
             removed = _remove(path for entry in entries for path in (entry.orig, entry.new))
             journal.unlink()
@@ -379,14 +467,21 @@ def recover(tree: Path) -> str | None:
                 f"found {journal} of a write that finished: removed its {removed} leftover backups; the files stay "
                 "written"
             )
-        put_back, failed, changed = _roll_back(entries, replacing=phase == "replacing")
+        put_back, failed, changed, lost = _roll_back(entries, replacing=phase == "replacing")
         if failed:
             raise SourceError(
                 f"cannot roll back the interrupted write of {journal}: cannot put back {', '.join(failed)}"
             )
         journal.unlink()
-    kept = f"; changed since, left as they are: {', '.join(changed)}" if changed else "; the tree is as before it"
-    return f"found {journal} of an interrupted write: rolled back ({put_back} files put back){kept}"
+    kept = f"; changed since, left as they are: {', '.join(changed)}" if changed else ""
+    if lost:
+        raise SourceError(
+            f"found {journal} of an interrupted write: rolled back ({put_back} files put back){kept}; cannot put "
+            f"back {', '.join(lost)}: its original was deleted after the write was killed, so it keeps the "
+            "interrupted write's content. Restore it yourself (`git checkout -- FILE` in a checkout) or keep it; "
+            "the journal is removed"
+        )
+    return f"found {journal} of an interrupted write: rolled back ({put_back} files put back){kept or '; the tree is as before it'}"
 
 
 def main(argv: list[str] | None = None) -> int:
