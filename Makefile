@@ -9,7 +9,7 @@ VERSION_TESTS := tests/test_blend_contract.py tests/test_blend_properties.py tes
 	tests/test_verify.py tests/test_models_tiled_parity.py tests/test_models_registry.py tests/test_recognize.py \
 	tests/test_rewrite.py tests/test_compile.py
 
-.PHONY: test-floor test-newest install demo test style quality bench fix-copies upstream-pr upstream-check exact-vs-simple results gpu-check launches
+.PHONY: test-floor test-newest install demo test style quality bench fix-copies upstream-pr upstream-check upstream-bugs exact-vs-simple results gpu-check launches
 
 $(STAMP): setup.py constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -105,6 +105,11 @@ upstream-check: install
 	mkdir -p out
 	$(BIN)/python utils/upstream_check.py $(DIFFUSERS) $(if $(FULL),--full) $(if $(INHERIT),--inherit) \
 		--broken-blend --json out/upstream-check.json
+
+# Reproduce the upstream bugs in diffusers' tiled paths (one standalone script each) on the installed diffusers and,
+# with UPSTREAM=path (a checkout or a .tar.gz of one), on that tree; writes their issue drafts into out/upstream-bugs/.
+upstream-bugs: install
+	$(BIN)/python utils/upstream_bugs.py $(if $(UPSTREAM),--upstream $(UPSTREAM)) --out out/upstream-bugs
 
 # The launch-cost estimate without a GPU (docs/benchmarks.md): host dispatch of the blends per real-size decode.
 launches: install
