@@ -1,6 +1,8 @@
 """The upstream text generated from `tileblend.blend`, and the rewrite of a small hand-written diffusers-like tree."""
 
 import inspect
+import subprocess
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,6 +14,9 @@ from tileblend.reference import REFERENCE_FUNCTIONS
 from tileblend.upstream.blend_methods import upstream_code
 from tileblend.upstream.model_files import MethodId
 from tileblend.upstream.rewrite import plan_rewrite
+
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 LOOP = """\
@@ -199,10 +204,85 @@ def test_a_mixin_method_of_its_own_is_refused(tmp_path, capsys):
     assert err.count("\n") == 1 and files_of(tmp_path) == before
 
 
-@pytest.mark.parametrize("name", ["blend_row_loop", "TestTinyVAETilingBlend"])
-def test_a_test_definition_of_its_own_is_refused(tmp_path, capsys, monkeypatch, name):
-    """A user's class or function named like one the rewrite adds to upstream's tests is never replaced."""
-    from tileblend.upstream import test_files
+def edited_method(text: str) -> str:
+    """A method text with its body changed: a line added before its last one (the docstring kept)."""
+    last = text.splitlines(keepends=True)[-1]
+    return text.removesuffix(last) + "        b.clamp_(-1, 1)\n" + last
+
+
+def line_of(text: str, part: str) -> int:
+    return text[: text.index(part)].count("\n") + 1
+
+
+@pytest.mark.parametrize("synced", [False, True], ids=["source-only", "after-fix-copies"])
+def test_an_edited_mixin_method_stops_the_rewrite(tmp_path, capsys, synced):
+    """A mixin method whose body was edited under tileblend's docstring (as a contributor edits the source, before
+    `make fix-copies` makes every copy the same) is not a text tileblend wrote: the rewrite stops, naming the file,
+    the line and the method, and writes nothing."""
+    autoencoders = make_tree(tmp_path)
+    assert tileblend(["rewrite", str(tmp_path)]) == 0
+    written = upstream_code().methods["blend_v"]
+    for path in [autoencoders / "vae.py", *([autoencoders / "tiny.py"] if synced else [])]:
+        assert written in path.read_text()
+        path.write_text(path.read_text().replace(written, edited_method(written)))
+    line = line_of((autoencoders / "vae.py").read_text(), edited_method(written))
+    before = files_of(tmp_path)
+    capsys.readouterr()
+    assert tileblend(["rewrite", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"vae.py: line {line}: AutoencoderMixin.blend_v is neither the row loop nor a text tileblend wrote" in err
+    assert err.count("\n") == 1 and files_of(tmp_path) == before
+
+
+def test_an_earlier_text_tileblend_wrote_is_refreshed(tmp_path, capsys, monkeypatch):
+    """A tree rewritten from an earlier `tileblend.blend`: its mixin methods (and their copies) are refreshed when
+    that text is listed among the ones tileblend wrote, and stop the rewrite when it is not."""
+    from tileblend.upstream import written_methods
+
+    autoencoders = make_tree(tmp_path)
+    source = inspect.getsource(blend).replace("    if blend_extent <= 0:", "    # earlier\n    if blend_extent <= 0:")
+    earlier = upstream_code(source)
+    for plan in plan_rewrite(tmp_path, earlier).files:
+        plan.path.write_text(plan.new)
+    before = files_of(tmp_path)
+    assert tileblend(["rewrite", str(tmp_path)]) == 2
+    assert "AutoencoderMixin.blend_v is neither the row loop nor a text tileblend wrote" in capsys.readouterr().err
+    assert files_of(tmp_path) == before
+    listed = {written_methods.digest(text) for text in earlier.methods.values()}
+    monkeypatch.setattr(written_methods, "EARLIER", written_methods.EARLIER | listed)
+    assert tileblend(["rewrite", str(tmp_path)]) == 0
+    assert "tiny.py: rewritten: TinyVAE.blend_v, TinyVAE.blend_h, Standalone.blend_v" in capsys.readouterr().out
+    vae = (autoencoders / "vae.py").read_text()
+    assert all(text in vae for text in upstream_code().methods.values()) and "# earlier" not in vae
+
+
+def test_every_committed_text_of_the_mixin_methods_is_listed():
+    """Every form of the mixin methods generated from a committed `tileblend/blend.py` (since the methods were
+    self-contained) is the current one or listed in `written_methods.EARLIER`, so that a rewrite refreshes a tree
+    rewritten by any of them. Skipped outside a git checkout with its history."""
+    from tileblend.upstream import written_methods
+
+    log = subprocess.run(
+        ["git", "log", "--format=%H", f"{written_methods.FIRST_COMMIT}^..HEAD", "--", "src/tileblend/blend.py"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    if log.returncode != 0 or not log.stdout:
+        pytest.skip("no git history of src/tileblend/blend.py here (not a checkout, or a shallow clone)")
+    current = {written_methods.digest(text) for text in upstream_code().methods.values()}
+    for commit in log.stdout.split():
+        shown = subprocess.run(
+            ["git", "show", f"{commit}:src/tileblend/blend.py"], cwd=REPO, capture_output=True, text=True, check=True
+        )
+        for name, text in upstream_code(shown.stdout).methods.items():
+            digest = written_methods.digest(text)
+            assert digest in written_methods.EARLIER | current, f"{name} of blend.py at {commit}: add {digest!r}"
+
+
+def tester_layout(tmp_path, monkeypatch, utils: str = "", module: str = "") -> Path:
+    """A tiny tree in upstream's tester-mixin layout: testing_utils.py and one test module configuring TinyVAE (with
+    `utils` and `module` appended); returns the tests folder."""
     from tileblend.upstream.test_cases import CASES
 
     make_tree(tmp_path)
@@ -210,19 +290,94 @@ def test_a_test_definition_of_its_own_is_refused(tmp_path, capsys, monkeypatch, 
     tests = tmp_path / "tests" / "models" / "autoencoders"
     tests.mkdir(parents=True)
     (tests / "testing_utils.py").write_text(
-        "from ...testing_utils import torch_device\n\n\nclass AutoencoderTesterMixin:\n    pass\n"
-        + ("\n\ndef blend_row_loop(a, b):\n    return b\n" if name == "blend_row_loop" else "")
+        "from ...testing_utils import torch_device\n\n\nclass AutoencoderTesterMixin:\n    pass\n" + utils
     )
     (tests / "test_models_tiny.py").write_text(
         "from .testing_utils import AutoencoderTesterMixin\n\n\nclass TinyVAETesterConfig:\n"
-        "    @property\n    def model_class(self):\n        return TinyVAE\n"
-        + ("\n\nclass TestTinyVAETilingBlend:\n    pass\n" if name.startswith("Test") else "")
+        "    @property\n    def model_class(self):\n        return TinyVAE\n" + module
+    )
+    return tests
+
+
+@pytest.mark.parametrize("name", ["blend_row_loop", "TestTinyVAETilingBlend"])
+def test_a_test_definition_of_its_own_is_refused(tmp_path, capsys, monkeypatch, name):
+    """A user's class or function named like one the rewrite adds to upstream's tests is never replaced."""
+    from tileblend.upstream import test_files
+
+    tester_layout(
+        tmp_path,
+        monkeypatch,
+        utils="\n\ndef blend_row_loop(a, b):\n    return b\n" if name == "blend_row_loop" else "",
+        module="\n\nclass TestTinyVAETilingBlend:\n    pass\n" if name.startswith("Test") else "",
     )
     assert test_files.TESTING_UTILS.name == "testing_utils.py"
     before = files_of(tmp_path)
     assert tileblend(["rewrite", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert f": {name} is not the text tileblend writes (edited, or someone else's)" in err
+    assert err.count("\n") == 1 and files_of(tmp_path) == before
+
+
+BINDINGS = {
+    "assignment": ("testing_utils.py", "blend_row_loop", "blend_row_loop = None\n"),
+    "annotated": (
+        "testing_utils.py",
+        "AutoencoderTilingBlendTesterMixin",
+        "AutoencoderTilingBlendTesterMixin: type\n",
+    ),
+    "import-as": ("testing_utils.py", "blend_row_loop", "from os import path as blend_row_loop\n"),
+    "for-target": ("testing_utils.py", "blend_row_loop", "for blend_row_loop in ():\n    pass\n"),
+    "def-under-if": ("testing_utils.py", "blend_row_loop", "if True:\n    def blend_row_loop(a, b):\n        pass\n"),
+    "with-as": ("testing_utils.py", "blend_row_loop", "with open(__file__) as blend_row_loop:\n    pass\n"),
+    "test-class": ("test_models_tiny.py", "TestTinyVAETilingBlend", "TestTinyVAETilingBlend = object\n"),
+    "imported-mixin": (
+        "test_models_tiny.py",
+        "AutoencoderTilingBlendTesterMixin",
+        "AutoencoderTilingBlendTesterMixin = 1\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BINDINGS.values(), ids=BINDINGS.keys())
+def test_a_module_level_binding_of_an_added_name_is_refused(tmp_path, capsys, monkeypatch, case):
+    """Any module-level binding of a name the rewrite adds to a test file (not only a `def` or `class`) stops the
+    rewrite: two bindings would shadow one another. The error names the file, the line and the name."""
+    file, name, statement = case
+    extra = "\n\n" + statement
+    tests = tester_layout(
+        tmp_path,
+        monkeypatch,
+        utils=extra if file == "testing_utils.py" else "",
+        module=extra if file == "test_models_tiny.py" else "",
+    )
+    line = line_of((tests / file).read_text(), statement)
+    line += next(index for index, text in enumerate(statement.splitlines()) if name in text)  # the binding's line
+    before = files_of(tmp_path)
+    assert tileblend(["rewrite", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{tests / file}: line {line}: {name} is bound there by other code than tileblend's" in err
+    assert err.count("\n") == 1 and files_of(tmp_path) == before
+
+
+def test_a_binding_in_an_inner_scope_is_not_refused(tmp_path, capsys, monkeypatch):
+    """Names bound inside a function, a class or a comprehension are not the module's: the rewrite goes on."""
+    inner = (
+        "\n\ndef helper():\n    blend_row_loop = 1\n    return blend_row_loop\n\n\nclass Other:\n"
+        "    AutoencoderTilingBlendTesterMixin = None\n\n\nNAMES = [blend_row_loop for blend_row_loop in ()]\n"
+    )
+    tests = tester_layout(tmp_path, monkeypatch, utils=inner)
+    assert tileblend(["rewrite", str(tmp_path)]) == 0
+    assert "class AutoencoderTilingBlendTesterMixin" in (tests / "testing_utils.py").read_text()
+
+
+def test_a_class_level_binding_of_a_mixin_method_is_refused(tmp_path, capsys):
+    """`blend_v = ...` in `AutoencoderMixin` (no `def`) would be shadowed by the method the rewrite adds: refused."""
+    autoencoders = make_tree(tmp_path)
+    (autoencoders / "vae.py").write_text(VAE + "\n    blend_v = None\n")
+    before = files_of(tmp_path)
+    assert tileblend(["rewrite", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "vae.py: line 12: AutoencoderMixin.blend_v is bound there by other code than tileblend's" in err
     assert err.count("\n") == 1 and files_of(tmp_path) == before
 
 

@@ -66,12 +66,25 @@ def test_a_definition_with_other_text_is_refused_not_replaced(tmp_path):
 
 def test_import_edits_merge_sort_and_split():
     tree = ast.parse(TEXT)
-    assert import_edit(tree, "utils", 1, ("C",)) is None
-    assert import_edit(tree, "utils", 1, ("a", "D")) == Edit(1, 2, ["from .utils import C, D, a, b\n"])
-    assert import_edit(tree, "other", 2, ("x",)) == Edit(2, 2, ["from ..other import x\n"])
+    path = Path("m.py")
+    assert import_edit(tree, "utils", 1, ("C",), path) is None
+    assert import_edit(tree, "utils", 1, ("a", "D"), path) == Edit(1, 2, ["from .utils import C, D, a, b\n"])
+    assert import_edit(tree, "other", 2, ("x",), path) == Edit(2, 2, ["from ..other import x\n"])
     long = tuple(f"name_{number}" for number in range(LINE_LENGTH // 8))
-    edit = import_edit(tree, "utils", 1, long)
+    edit = import_edit(tree, "utils", 1, long, path)
     assert edit.lines[0] == "from .utils import (\n" and edit.lines[-1] == ")\n" and len(edit.lines) == len(long) + 4
+
+
+def test_an_import_of_a_name_bound_otherwise_is_refused():
+    """A name imported from the module already (in any statement of that import) is left as it is; one the module
+    binds in another way is refused, naming the line."""
+    text = TEXT + "from .utils import D, x as y\n\nE = 1\n"
+    tree = ast.parse(text)
+    assert import_edit(tree, "utils", 1, ("C", "D"), Path("m.py")) is None
+    with pytest.raises(RewriteError, match=r"^m.py: line 15: E is bound there by other code than tileblend's import"):
+        import_edit(tree, "utils", 1, ("E",), Path("m.py"))
+    with pytest.raises(RewriteError, match=r"^m.py: line 13: y is bound there"):
+        import_edit(tree, "utils", 1, ("y",), Path("m.py"))
 
 
 def test_import_order_is_ruffs():

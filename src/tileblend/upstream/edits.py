@@ -57,24 +57,97 @@ def first_line(node: ast.FunctionDef | ast.ClassDef) -> int:
     return (node.decorator_list[0].lineno if node.decorator_list else node.lineno) - 1
 
 
+class _Bindings(ast.NodeVisitor):
+    """Collects the names bound in the scope of the statements it visits: nested functions, classes, lambdas and
+    comprehensions are scopes of their own, so only their names (and a comprehension's `:=` targets) count."""
+
+    def __init__(self):
+        self.found: dict[str, list[tuple[int, ast.AST]]] = {}
+
+    def bind(self, name: str, line: int, node: ast.AST) -> None:
+        self.found.setdefault(name, []).append((line, node))
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+        self.bind(node.name, first_line(node) + 1, node)
+
+    visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        pass
+
+    def visit_comprehension(self, node: ast.comprehension) -> None:
+        for child in (node.iter, *node.ifs):  # its target is the comprehension's own
+            self.visit(child)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Store):
+            self.bind(node.id, node.lineno, node)
+
+    def visit_Import(self, node: ast.Import | ast.ImportFrom) -> None:
+        for alias in node.names:
+            if alias.name != "*":
+                self.bind(alias.asname or alias.name.split(".")[0], alias.lineno, node)
+
+    visit_ImportFrom = visit_Import
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        if node.name:
+            self.bind(node.name, node.lineno, node)
+        self.generic_visit(node)
+
+    def visit_MatchAs(self, node: ast.MatchAs | ast.MatchStar) -> None:
+        if node.name:
+            self.bind(node.name, node.lineno, node)
+        self.generic_visit(node)
+
+    visit_MatchStar = visit_MatchAs
+
+    def visit_MatchMapping(self, node: ast.MatchMapping) -> None:
+        if node.rest:
+            self.bind(node.rest, node.lineno, node)
+        self.generic_visit(node)
+
+
+def bindings(body: list[ast.stmt]) -> dict[str, list[tuple[int, ast.AST]]]:
+    """Every name the statements `body` (a module's or a class's) bind in their own scope -> (line, node) of each
+    binding in source order: the `def`/`class` node of a definition, the statement of an import, else the bound
+    node."""
+    visitor = _Bindings()
+    for statement in body:
+        visitor.visit(statement)
+    return visitor.found
+
+
+def foreign_binding(path: Path, line: int, name: str, ours: str) -> RewriteError:
+    """The error for a binding of `name`, one the rewrite adds (`ours`: what it adds, e.g. "definition"), by other
+    code: either would shadow the other."""
+    return RewriteError(
+        f"{path}: line {line}: {name} is bound there by other code than tileblend's {ours}, which would shadow it or "
+        "be shadowed: rename or remove it; nothing was written"
+    )
+
+
 def definition_edits(
     lines: list[str], tree: ast.Module, definitions: list[tuple[str, str, int | None]], path: Path
 ) -> list[Edit]:
     """The edits writing each (name, text, after) of `definitions` into the file `path`: inserted after line `after`
     (None: at the end of the file), two blank lines above each (definitions inserted at the same place keep their
     order), or nothing where the file defines `name` at top level with exactly that text. Raises `RewriteError` where
-    it defines `name` otherwise (someone's own, or edited since it was written): it is not replaced."""
-    existing = {node.name: node for node in tree.body if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
+    it defines `name` otherwise (someone's own, or edited since it was written): it is not replaced; and where the
+    module binds `name` in any other way (`bindings`)."""
+    bound = bindings(tree.body)
     edits, inserted = [], {}
     for name, text, after in definitions:
-        if name in existing:
-            node = existing[name]
-            if normalize_newlines("".join(lines[first_line(node) : node.end_lineno])) != text:
+        found = bound.get(name, [])
+        for index, (line, node) in enumerate(found):
+            if not isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) or node not in tree.body:
+                raise foreign_binding(path, line, name, "definition")
+            if index or normalize_newlines("".join(lines[first_line(node) : node.end_lineno])) != text:
                 raise RewriteError(
-                    f"{path}: line {first_line(node) + 1}: {name} is not the text tileblend writes (edited, or "
-                    "someone else's); tileblend replaces only its own: rename or remove it; nothing was written"
+                    f"{path}: line {line}: {name} is not the text tileblend writes (edited, or someone else's); "
+                    "tileblend replaces only its own: rename or remove it; nothing was written"
                 )
-        else:
+        if not found:
             inserted.setdefault(after, []).extend(["\n", "\n", *text.splitlines(keepends=True)])
     for after, added in inserted.items():
         if after is None:  # at the end, after the last line that is not blank
@@ -93,22 +166,29 @@ def import_order(name: str) -> tuple:
     return (not (len(name) > 1 and name.isupper()), not name[0].isupper(), name.lower())
 
 
-def import_edit(tree: ast.Module, module: str, level: int, names: tuple[str, ...]) -> Edit | None:
-    """The edit adding `names` to the file's `from <level dots><module> import ...` (one without aliases), or adding
-    that import after the file's last import; None when the names are imported already. The statement is written on
-    one line, or one name per line where it is longer than `LINE_LENGTH` or was split already."""
+def import_edit(tree: ast.Module, module: str, level: int, names: tuple[str, ...], path: Path) -> Edit | None:
+    """The edit adding `names` to the file `path`'s `from <level dots><module> import ...` (one without aliases), or
+    adding that import after the file's last import; None when the names are imported from there already. The
+    statement is written on one line, or one name per line where it is longer than `LINE_LENGTH` or was split
+    already. Raises `RewriteError` where the module binds a name it adds in any other way (`bindings`)."""
     imports = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
     local = [node for node in imports if isinstance(node, ast.ImportFrom) and node.level == level]
-    local = [node for node in local if node.module == module and not any(alias.asname for alias in node.names)]
+    local = [node for node in local if node.module == module]
+    imported = {alias.name for node in local for alias in node.names if alias.asname is None}
+    added = [name for name in names if name not in imported]
+    if not added:
+        return None
+    bound = bindings(tree.body)
+    for name in added:
+        if name in bound:
+            raise foreign_binding(path, bound[name][0][0], name, "import")
+    local = [node for node in local if not any(alias.asname for alias in node.names)]
     statement = f"from {'.' * level}{module} import"
     if not local:
         after = imports[-1].end_lineno
-        return Edit(after, after, [f"{statement} {', '.join(sorted(names, key=import_order))}\n"])
+        return Edit(after, after, [f"{statement} {', '.join(sorted(added, key=import_order))}\n"])
     node = local[0]
-    present = [alias.name for alias in node.names]
-    if set(names) <= set(present):
-        return None
-    merged = sorted({*present, *names}, key=import_order)
+    merged = sorted({*(alias.name for alias in node.names), *added}, key=import_order)
     line = f"{statement} {', '.join(merged)}"
     if len(line) > LINE_LENGTH or node.end_lineno > node.lineno:
         block = [f"{statement} (\n", *[f"    {name},\n" for name in merged], ")\n"]

@@ -6,14 +6,17 @@ identifies as the row loop (or that already carries the mixin's "Copied from" co
     # Copied from diffusers.models.autoencoders.vae.AutoencoderMixin.blend_X
     <the AutoencoderMixin method, same text>
 
-a self-contained method: no import changes. A method is replaced (or deleted) only when it is the loop or exactly
-that text; one under that comment with other text (edited since) is left alone and reported. With `inherit`, such a method of a class that names `AutoencoderMixin`
-among its bases is deleted instead (with its comment), so the class inherits the mixin's; only classes that do not
-derive from the mixin keep copies. `plan_vae` plans vae.py: the same for its own loops, plus the `AutoencoderMixin`
-methods, added or refreshed. Both parse their input once, compute every edit on that one tree (the edits never
-overlap) and apply them together; the result is a `FileRewrite`. The text of every copy and of its source comes from
-one `UpstreamCode`, so the rewriter is what keeps tileblend's copies in sync: a rerun refreshes them all
-(`tileblend.upstream.copies` only checks them). Edits go through `tileblend.upstream.edits`.
+a self-contained method: no import changes. A method is replaced (or deleted) only when it is the loop, exactly that
+text, or exactly the tree's own mixin method under that comment (an earlier run's copy); one under that comment with
+other text (edited since) is left alone and reported. With `inherit`, such a method of a class that names
+`AutoencoderMixin` among its bases is deleted instead (with its comment), so the class inherits the mixin's; only
+classes that do not derive from the mixin keep copies. `plan_vae` plans vae.py: the same for its own loops, plus the
+`AutoencoderMixin` methods, added, or refreshed where each is the loop or a text tileblend wrote
+(`tileblend.upstream.written_methods`); any other method or binding of those names stops the rewrite. Both parse their
+input once, compute every edit on that one tree (the edits never overlap) and apply them together; the result is a
+`FileRewrite`. The text of every copy and of its source comes from one `UpstreamCode`, so the rewriter is what keeps
+tileblend's copies in sync: a rerun refreshes them all (`tileblend.upstream.copies` only checks them). Edits go through
+`tileblend.upstream.edits`.
 """
 
 import ast
@@ -21,13 +24,13 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from textwrap import dedent
 from typing import NamedTuple
 
 from ..recognize import blend_candidates, recognize
 from .blend_methods import SOURCE_CLASS, UpstreamCode
-from .edits import Edit, RewriteError, apply_edits, first_line, parse_source
+from .edits import Edit, RewriteError, apply_edits, bindings, first_line, foreign_binding, parse_source
 from .source_files import COPIED_FROM, SourceFile, normalize_newlines, split_lines
+from .written_methods import written
 
 
 VAE_MODULE = "vae"
@@ -71,7 +74,6 @@ class FileRewrite:
     nested: list[MethodId] = field(default_factory=list)  # loops in a class that is not at module level
     deleted: list[MethodId] = field(default_factory=list)  # deleted: the class inherits the mixin's
     derived: list[MethodId] = field(default_factory=list)  # loops and our copies (edited too) in mixin subclasses
-    synced: set[str] = field(default_factory=set)  # blend names with a copy of the tree's own mixin method
     mixin_written: bool = False  # vae.py only: AutoencoderMixin holds tileblend's three methods already
 
     @property
@@ -122,7 +124,7 @@ def _copy_edits(
     plan: FileRewrite, lines: list[str], tree: ast.Module, code: UpstreamCode, inherit: bool, earlier: dict[str, str]
 ) -> list[Edit]:
     """The edits turning the file's loops, and copies of the mixin's methods as the tree holds them (`earlier`, an
-    earlier run's), into copies of `code`, or with `inherit` deleting those of classes that derive from
+    earlier run's: `plan_vae` stops the rewrite where they are not tileblend's text), into copies of `code`, or with `inherit` deleting those of classes that derive from
     `AutoencoderMixin` (vae.py's own `AutoencoderMixin` excepted); fills the plan's lists of rewritten, up-to-date,
     deleted, skipped, edited and nested methods."""
     edits = []
@@ -138,9 +140,8 @@ def _copy_edits(
         ours = target == code.copied_from(function.name).removeprefix("diffusers.")
         if _inherits_mixin(cls) and (ours or recognize(function) is not None):
             plan.derived.append(name)
-        if function.name in earlier and text == "".join([comment, *_indent(earlier[function.name], indent)]):
-            plan.synced.add(function.name)
-        elif recognize(function) is None and not written:
+        synced = function.name in earlier and text == "".join([comment, *_indent(earlier[function.name], indent)])
+        if not synced and recognize(function) is None and not written:
             (plan.edited if ours else plan.skipped).append(name)
             continue
         if cls not in tree.body:
@@ -175,27 +176,30 @@ def plan_module(
     return plan
 
 
-def _mixin_edits(
-    mixin: ast.ClassDef, lines: list[str], code: UpstreamCode, synced: set[str], path: Path
-) -> list[Edit]:
-    """The edits writing the mixin's blend methods: over a loop of that name or an earlier run's method (one the
-    tree's copies are copies of, `synced`, or one with the docstring written here), the missing ones appended to the
-    class. Raises `RewriteError` for a method of that name that is none of these nor exactly the text written here."""
-    methods = {node.name: node for node in mixin.body if isinstance(node, ast.FunctionDef)}
+def _mixin_edits(mixin: ast.ClassDef, lines: list[str], code: UpstreamCode, path: Path) -> list[Edit]:
+    """The edits writing the mixin's blend methods: over a loop of that name or a text tileblend wrote
+    (`tileblend.upstream.written_methods`: the whole method, decorators to last line), the missing ones appended to
+    the class. Raises `RewriteError` for a method of that name that is neither (an edited body under tileblend's
+    docstring too), and for any other binding of the name in the class body."""
+    bound = bindings(mixin.body)
     edits, appended = [], []
     for name, text in code.methods.items():
-        if name not in methods:
+        found = bound.get(name, [])
+        if not found:
             appended += ["\n", *text.splitlines(keepends=True)]
             continue
-        method = methods[name]
-        if normalize_newlines("".join(lines[first_line(method) : method.end_lineno])) == text:
+        method = found[0][1]
+        others = found[1:] if isinstance(method, ast.FunctionDef) and method in mixin.body else found
+        if others:
+            raise foreign_binding(path, others[0][0], f"{SOURCE_CLASS}.{name}", "method")
+        old = normalize_newlines("".join(lines[first_line(method) : method.end_lineno]))
+        if old == text:
             continue
-        earlier = name in synced or ast.get_docstring(method) == ast.get_docstring(ast.parse(dedent(text)).body[0])
-        if recognize(method) is None and not earlier:
+        if recognize(method) is None and not written(name, old, code):
             raise RewriteError(
                 f"{path}: line {first_line(method) + 1}: {SOURCE_CLASS}.{name} is neither the row loop nor a "
-                "text tileblend wrote (its copies in the tree have another); tileblend replaces only those; nothing "
-                "was written"
+                "text tileblend wrote (edited, or someone else's); tileblend replaces only those: undo the edit or "
+                "rename the method; nothing was written"
             )
         edits.append(Edit(first_line(method), method.end_lineno, text.splitlines(keepends=True)))
     if appended:
@@ -216,13 +220,11 @@ def mixin_methods(source: SourceFile) -> dict[str, str]:
     }
 
 
-def plan_vae(
-    source: SourceFile, code: UpstreamCode, version: str, inherit: bool = False, synced: set[str] = frozenset()
-) -> FileRewrite:
-    """Plan the rewrite of vae.py: the `AutoencoderMixin` blend methods added or refreshed, and its own loops (outside
-    the mixin) made copies, or deleted with `inherit`. `synced` names the mixin methods the other modules hold copies
-    of (an earlier run's, refreshed too). `version` (the tree's diffusers version) names the tree in the error raised
-    when vae.py has no `AutoencoderMixin`."""
+def plan_vae(source: SourceFile, code: UpstreamCode, version: str, inherit: bool = False) -> FileRewrite:
+    """Plan the rewrite of vae.py: the `AutoencoderMixin` blend methods added or refreshed (only where they are the
+    loop or a text tileblend wrote), and its own loops (outside the mixin) made copies, or deleted with `inherit`.
+    `version` (the tree's diffusers version) names the tree in the error raised when vae.py has no
+    `AutoencoderMixin`."""
     plan = FileRewrite(path=source.path, kind=FileKind.VAE, old=source.text, new=source.text, encoding=source.encoding)
     tree = parse_source(source.text, source.path)
     classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == SOURCE_CLASS]
@@ -234,7 +236,7 @@ def plan_vae(
         )
     lines = split_lines(source.text)
     edits = _copy_edits(plan, lines, tree, code, inherit, mixin_methods(source))
-    mixin_edits = _mixin_edits(classes[0], lines, code, synced | plan.synced, source.path)
+    mixin_edits = _mixin_edits(classes[0], lines, code, source.path)
     plan.mixin_written = not mixin_edits
     plan.new = apply_edits(lines, edits + mixin_edits, source.newline, source.path)
     return plan

@@ -85,8 +85,7 @@ def plan_rewrite(path: Path, code: UpstreamCode | None = None, inherit: bool = F
             plan = plan_module(read_source(module), code, inherit, earlier)
             if plan.vectorized or plan.skipped or plan.edited or plan.nested:
                 modules.append(plan)
-    synced = {name for plan in modules for name in plan.synced}
-    modules = sorted([*modules, plan_vae(vae_source, code, version, inherit, synced)], key=lambda plan: plan.path)
+    modules = sorted([*modules, plan_vae(vae_source, code, version, inherit)], key=lambda plan: plan.path)
     if not any(plan.vectorized for plan in modules):
         raise RewriteError(f"no loop blend methods found under {package / AUTOENCODERS}")
     vae = next(plan for plan in modules if plan.kind is FileKind.VAE)

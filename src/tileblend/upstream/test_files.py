@@ -65,7 +65,7 @@ def _edited(source: SourceFile, tree: ast.Module, definitions: list, imports: li
     `imports` ((module, level, names)) imported."""
     lines = split_lines(source.text)
     edits = definition_edits(lines, tree, definitions, source.path)
-    edits += [edit for edit in (import_edit(tree, *names) for names in imports) if edit is not None]
+    edits += [edit for edit in (import_edit(tree, *names, source.path) for names in imports) if edit is not None]
     new = apply_edits(lines, edits, source.newline, source.path)
     return FileRewrite(path=source.path, kind=FileKind.TESTS, old=source.text, new=new, encoding=source.encoding)
 
