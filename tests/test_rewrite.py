@@ -456,6 +456,22 @@ def test_symlinks_mode_and_owner_are_kept(pristine, tmp_path, capsys):
     assert (status.st_mode & 0o7777, status.st_uid, status.st_gid) == (0o640, *owner)
 
 
+@pytest.mark.parametrize("mode", [[], ["--check"], ["--diff"]], ids=["write", "check", "diff"])
+def test_a_module_under_two_names_is_refused(pristine, tmp_path, capsys, mode):
+    """A symbolic link inside the tree to one of its modules: two paths, one file, which the rewrite would write
+    twice. One line names both paths; nothing is written."""
+    root = link_tree(pristine, tmp_path / "checkout")
+    kl = root / "src" / "diffusers" / AUTOENCODERS / "autoencoder_kl.py"
+    alias = kl.with_name("autoencoder_kl_alias.py")
+    alias.symlink_to(kl.name)
+    before = snapshot(root)
+    code, out, err = run_rewrite(capsys, root, *mode)
+    assert code == 2 and err.count("\n") == 1 and out == ""
+    assert f"{kl} and {alias} are the same file" in err and "nothing was written" in err
+    assert snapshot(root) == before and alias.is_symlink()
+    assert not [path for path in root.rglob("*") if ".tileblend-" in path.name]
+
+
 def test_loops_in_nested_classes_are_skipped_and_reported(pristine, tmp_path, capsys):
     root = link_tree(pristine, tmp_path / "checkout")
     kl = root / "src" / "diffusers" / AUTOENCODERS / "autoencoder_kl.py"

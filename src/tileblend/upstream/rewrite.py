@@ -73,7 +73,9 @@ def _version(package: Path) -> str:
 def plan_rewrite(path: Path, code: UpstreamCode | None = None, inherit: bool = False) -> TreeRewrite:
     """Plan the rewrite of the diffusers tree at `path` (nothing written): read each file once, plan it
     (`tileblend.upstream.model_files`; with `inherit`, the loops of classes deriving from `AutoencoderMixin` are
-    deleted), then plan the test files."""
+    deleted), then plan the test files. Raises `RewriteError` (nothing written) for a tree it cannot rewrite: among
+    others, one whose vae.py holds a mixin blend method tileblend did not write, one that binds a name the rewrite
+    adds, or one where a file it changes is reached under two names."""
     code = code or upstream_code()
     package, root = diffusers_tree(path)
     version = _version(package)
@@ -96,7 +98,23 @@ def plan_rewrite(path: Path, code: UpstreamCode | None = None, inherit: bool = F
             "checkout; nothing was written"
         )
     tests = plan_test_files(root, modules) if root is not None else []
+    _one_name_per_file(modules + tests)
     return TreeRewrite(package, root, version, modules + tests)
+
+
+def _one_name_per_file(files: list[FileRewrite]) -> None:
+    """Raise `RewriteError` where two of the files the rewrite changes are one file under two names (a symbolic link
+    in the tree to another of its files), which it would write twice."""
+    names = {}
+    for plan in files:
+        if plan.changed:
+            target = plan.path.resolve()
+            if target in names:
+                raise RewriteError(
+                    f"{names[target]} and {plan.path} are the same file (a symbolic link to {target}): tileblend "
+                    "would rewrite it twice; remove the link; nothing was written"
+                )
+            names[target] = plan.path
 
 
 def apply_rewrite(rewrite: TreeRewrite) -> None:
