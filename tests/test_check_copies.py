@@ -247,6 +247,20 @@ def test_fix_refuses_a_copy_that_links_out_of_the_tree(run, tmp_path, capsys):
     assert "links to" in capsys.readouterr().err and outside.read_text() == copy
 
 
+def test_fix_refuses_a_module_under_two_names(run, tmp_path, capsys):
+    """A symbolic link in the tree to a module with a copy to fix: two paths, one file, which the fix would write
+    twice. One line names both paths; nothing is written."""
+    path = make_tree(tmp_path, GOOD_COPY.replace("return y + 1", "return y + 2"))
+    alias = path.with_name("copy_alias.py")
+    alias.symlink_to(path.name)
+    before = path.read_text()
+    assert run(tmp_path, "--fix_and_overwrite") == 2
+    err = capsys.readouterr().err
+    assert f"{path} and {alias} are the same file" in err and "nothing was written" in err and err.count("\n") == 1
+    assert path.read_text() == before and alias.is_symlink()
+    assert not [name for name in os.listdir(path.parent) if ".tileblend-" in name]
+
+
 def test_crlf_and_bom_files_keep_their_bytes(run, tmp_path):
     """A CRLF copy with a BOM of an LF source: it passes as is, and a fix keeps its BOM and line endings."""
     path = make_tree(tmp_path, "")

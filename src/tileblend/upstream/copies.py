@@ -53,6 +53,7 @@ from .source_files import (
     SourceFile,
     find_package,
     normalize_newlines,
+    one_name_per_file,
     read_source,
     split_lines,
     with_newline,
@@ -299,6 +300,7 @@ def check(root: Path, fix: bool) -> int:
     else:
         raise CopyError(f"copies still differ after {MAX_FIX_PASSES} passes (circular copies?)")
     changed = [path for path in files if tree.texts[path] != original[path]]
+    one_name_per_file(changed)
     for path in changed:
         try:
             ast.parse(tree.texts[path], filename=str(path))

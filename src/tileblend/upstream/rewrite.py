@@ -37,7 +37,7 @@ from pathlib import Path
 from .blend_methods import SOURCE_CLASS, UpstreamCode, upstream_code
 from .edits import RewriteError
 from .model_files import VAE_MODULE, FileKind, FileRewrite, MethodId, mixin_methods, plan_module, plan_vae
-from .source_files import SourceError, SourceFile, find_package, read_source, split_lines
+from .source_files import SourceError, SourceFile, find_package, one_name_per_file, read_source, split_lines
 from .test_files import plan_test_files
 from .transaction import JOURNAL, has_journal, interruption, recover, transaction_root, write_files
 
@@ -73,7 +73,7 @@ def _version(package: Path) -> str:
 def plan_rewrite(path: Path, code: UpstreamCode | None = None, inherit: bool = False) -> TreeRewrite:
     """Plan the rewrite of the diffusers tree at `path` (nothing written): read each file once, plan it
     (`tileblend.upstream.model_files`; with `inherit`, the loops of classes deriving from `AutoencoderMixin` are
-    deleted), then plan the test files. Raises `RewriteError` (nothing written) for a tree it cannot rewrite: among
+    deleted), then plan the test files. Raises `SourceError` (nothing written) for a tree it cannot rewrite: among
     others, one whose vae.py holds a mixin blend method tileblend did not write, one that binds a name the rewrite
     adds, or one where a file it changes is reached under two names."""
     code = code or upstream_code()
@@ -98,23 +98,8 @@ def plan_rewrite(path: Path, code: UpstreamCode | None = None, inherit: bool = F
             "checkout; nothing was written"
         )
     tests = plan_test_files(root, modules) if root is not None else []
-    _one_name_per_file(modules + tests)
+    one_name_per_file([plan.path for plan in modules + tests if plan.changed])
     return TreeRewrite(package, root, version, modules + tests)
-
-
-def _one_name_per_file(files: list[FileRewrite]) -> None:
-    """Raise `RewriteError` where two of the files the rewrite changes are one file under two names (a symbolic link
-    in the tree to another of its files), which it would write twice."""
-    names = {}
-    for plan in files:
-        if plan.changed:
-            target = plan.path.resolve()
-            if target in names:
-                raise RewriteError(
-                    f"{names[target]} and {plan.path} are the same file (a symbolic link to {target}): tileblend "
-                    "would rewrite it twice; remove the link; nothing was written"
-                )
-            names[target] = plan.path
 
 
 def apply_rewrite(rewrite: TreeRewrite) -> None:

@@ -9,7 +9,8 @@ lines that were edited:
   `split_lines` splits it where Python does (`\\r\\n`, `\\n`, `\\r`).
 - Edits replace whole lines. Lines an edit adds are generated with `\\n` and take the file's dominant line ending
   through `with_newline`; text is compared regardless of line endings through `normalize_newlines`.
-- Writing them back, all or nothing, is `tileblend.upstream.transaction.write_files`.
+- Writing them back, all or nothing, is `tileblend.upstream.transaction.write_files`; `one_name_per_file` refuses
+  first a file that the tree holds under two names.
 """
 
 import io
@@ -69,6 +70,20 @@ def with_newline(text: str, newline: str) -> str:
 def normalize_newlines(text: str) -> str:
     """`text` with every line ending written "\\n", for comparisons that ignore line endings."""
     return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def one_name_per_file(paths: list[Path]) -> None:
+    """Raise `SourceError` where two of `paths` are one file (a symbolic link in the tree to another of its files, or
+    two links to one file): a write would replace it twice."""
+    names = {}
+    for path in paths:
+        target = path.resolve()
+        if target in names:
+            raise SourceError(
+                f"{names[target]} and {path} are the same file (a symbolic link to {target}): it would be written "
+                "twice; remove the link; nothing was written"
+            )
+        names[target] = path
 
 
 def read_source(path: Path) -> SourceFile:
