@@ -72,9 +72,9 @@ BUGS: tuple[Bug, ...] = (
         slug="hunyuanimage-refiner-tiled-decode",
         class_name="AutoencoderKLHunyuanImageRefiner",
         title="AutoencoderKLHunyuanImageRefiner: tiled decode returns a video of the latent's size",
-        description="With tiling enabled, decoding a latent larger than a tile returns a video of the wrong size, each "
-        "decoded tile cut to a few pixels: in the script below, with 64 px tiles, a `(1, 4, 1, 5, 5)` latent decodes "
-        "to `(1, 3, 1, 6, 6)` instead of `(1, 3, 1, 80, 80)`.",
+        description="With tiling enabled, decoding a latent larger than a tile returns a video of the wrong size: "
+        "each decoded tile is cut to as many pixels as its latent has rows and columns less the blend (3 for 64 px "
+        "tiles), so a latent 2 x 5 decodes to a video 3 x 6 instead of 32 x 80.",
         cause="`tiled_decode` computes `blend_height`, `blend_width` and the row limits from `tile_latent_min_height`"
         " and `tile_latent_min_width` and applies them to the decoded tiles, which are in sample pixels (its own "
         "comments show the intended `256 * 0.25 = 64`).",

@@ -95,7 +95,8 @@ def run_bugs(bugs: tuple[Bug, ...], targets: list[tuple[str, Path | None]]) -> l
 
 def start(folder: Path, package: Path | None) -> subprocess.Popen:
     """Start the runner in the new, empty `folder` on `../scripts.json`, its stderr into `folder/stderr`."""
-    environment = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    # One thread each: the runners of several targets share the cores; the scripts are too small to gain from more.
+    environment = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}
     if package is not None:
         environment["PYTHONPATH"] = str(package.parent)
     folder.mkdir()

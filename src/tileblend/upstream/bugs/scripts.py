@@ -71,12 +71,12 @@ def hunyuanimage_encode() -> str:
 
 def hunyuanimage_refiner_encode() -> str:
     tiling = {"tile_sample_min_height": 64, "tile_sample_min_width": 64}
-    return untiled_then_tiled("hunyuanimage-refiner", "encode", (1, 3, 1, 64, 80), tiling, "latent")
+    return untiled_then_tiled("hunyuanimage-refiner", "encode", (1, 3, 1, 32, 80), tiling, "latent")
 
 
 def hunyuanimage_refiner_decode() -> str:
     tiling = {"tile_sample_min_height": 64, "tile_sample_min_width": 64}
-    return untiled_then_tiled("hunyuanimage-refiner", "decode", (1, 4, 1, 5, 5), tiling, "video")
+    return untiled_then_tiled("hunyuanimage-refiner", "decode", (1, 4, 1, 2, 5), tiling, "video")
 
 
 def hunyuanvideo15_encode() -> str:
