@@ -2,11 +2,15 @@
 
 import importlib.util
 import json
+import os
 
 import pytest
 import torch
 
+from tileblend import arguments
+from tileblend.bench.records import write_record
 from tileblend.cli import main as tileblend
+from tileblend.output import OutputError
 
 
 NO_CUDA = "sees no cuda device on this machine"
@@ -103,3 +107,46 @@ def test_plot_without_matplotlib_is_refused_before_any_work(tmp_path, capsys, mo
         tileblend(["bench", "decode", "--plot", str(tmp_path / "plot.png")])
     assert exit_info.value.code == 2
     assert "needs matplotlib: pip install 'tileblend[bench]'" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+@pytest.mark.parametrize("command", JSON_COMMANDS, ids=[" ".join(command) for command in JSON_COMMANDS])
+def test_a_json_path_in_a_folder_that_takes_no_new_files_is_refused_before_any_work(command, capsys):
+    """/proc exists and, for root, passes every permission check, yet takes no new file: the check tries to create."""
+    with pytest.raises(SystemExit) as exit_info:
+        tileblend([*command, "--json", "/proc/nope.json"])
+    assert exit_info.value.code == 2
+    assert "cannot write /proc/nope.json: No such file or directory" in capsys.readouterr().err
+    assert not os.path.exists("/proc/nope.json")
+
+
+def test_the_json_check_leaves_no_file_and_an_existing_one_as_it_was(tmp_path):
+    new, existing = tmp_path / "new.json", tmp_path / "old.json"
+    existing.write_text("kept")
+    assert arguments.output_file(str(new)) == str(new) and not new.exists()
+    assert arguments.output_file(str(tmp_path / "a" / "b.json")) and not (tmp_path / "a").exists()
+    assert arguments.output_file(str(existing)) and existing.read_text() == "kept"
+
+
+FAILING_WRITES = [
+    ["verify", "--quick", "--device", "cpu", "--dtype", "float32", "--no-progress"],
+    ["bench", "blend", "--seams", "sd", "--method", "blend_v", "--extents", "2", "--dtype", "float32"]
+    + ["--repeats", "1", "--budget", "0"],
+]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("command", FAILING_WRITES, ids=[" ".join(command[:2]) for command in FAILING_WRITES])
+def test_a_write_that_fails_after_the_run_is_one_line_and_the_results_stay_printed(command, capsys):
+    """/dev/full opens for writing and then fails (disk full): one line naming the file and the error, exit 2."""
+    assert tileblend([*command, "--json", "/dev/full"]) == 2
+    out, err = capsys.readouterr()
+    assert err == f"tileblend {command[0]}: error: cannot write /dev/full: No space left on device\n"
+    assert "float32" in out  # the table printed before the write
+
+
+def test_every_output_write_reports_its_failure_as_an_output_error(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(OutputError, match=f"cannot write {blocker}/x.json: "):
+        write_record(blocker / "x.json", {})

@@ -52,16 +52,30 @@ def _bounded_int(text: str, lowest: int) -> int:
 
 
 def output_file(text: str) -> str:
-    """A file path the command can write when its work is done: not a folder, and under a folder it can create or
-    write into (missing folders are created then)."""
-    path = Path(text)
+    """A file path the command can write when its work is done: not a folder, and checked by trying, since a
+    permission check proves little (root passes it, also for /proc or a read-only mount). An existing file is opened
+    for appending, nothing written; a new one is created and removed; under folders still missing, the first of them is
+    created and removed (they are created when the output is written)."""
+    path = Path(text).absolute()
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
-    folder = path.absolute().parent
+    folder = path.parent
     while not folder.exists():
         folder = folder.parent
-    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+    if not folder.is_dir():
         raise argparse.ArgumentTypeError(f"cannot write {text}: {folder} is not a folder this user can write into")
+    try:
+        if path.exists():  # O_NONBLOCK: a FIFO without a reader is refused instead of waiting for one
+            os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK))
+        elif folder == path.parent:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+            path.unlink()
+        else:
+            first_missing = folder / path.relative_to(folder).parts[0]
+            first_missing.mkdir()
+            first_missing.rmdir()
+    except OSError as error:
+        raise argparse.ArgumentTypeError(f"cannot write {text}: {error.strerror or error}") from error
     return text
 
 

@@ -5,6 +5,7 @@ import sys
 
 from . import __version__, run
 from .bench import cli as bench
+from .output import OutputError
 from .upstream import rewrite
 from .verify import cli as verify
 
@@ -25,11 +26,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse `argv` (default: sys.argv[1:]), run the subcommand and return its exit code (2 on a usage error, 130 on
-    Ctrl-C: one line, no traceback)."""
+    """Parse `argv` (default: sys.argv[1:]), run the subcommand and return its exit code (2 on a usage error or an
+    output file it could not write, 130 on Ctrl-C: one line, no traceback)."""
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
+    except OutputError as error:
+        print(f"tileblend {args.command}: error: {error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"tileblend {args.command}: interrupted", file=sys.stderr)
         return 130

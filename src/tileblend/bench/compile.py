@@ -219,10 +219,6 @@ def main(args: argparse.Namespace) -> int:
     ]
     print()
     print(format_table(rows, args.pairs, args.reps))
-    if args.json:
-        record = {"benchmark": "compile", "config": run_config(args) | {"pairs": args.pairs}, "rows": rows}
-        record |= environment(args.device, args.threads)
-        write_record(args.json, record)
     must_equal = args.dtype in ("float32", "float64") and torch.__version__ >= INDUCTOR_EXACT_FROM
     mismatches = [
         f"{row['model']} {row['backend']}"
@@ -231,8 +227,11 @@ def main(args: argparse.Namespace) -> int:
     ]
     if mismatches:
         print("MISMATCH: compiled loops and compiled tileblend differ: " + ", ".join(mismatches), file=sys.stderr)
-        return 1
-    return 0
+    if args.json:
+        record = {"benchmark": "compile", "config": run_config(args) | {"pairs": args.pairs}, "rows": rows}
+        record |= environment(args.device, args.threads)
+        write_record(args.json, record)
+    return 1 if mismatches else 0
 
 
 if __name__ == "__main__":

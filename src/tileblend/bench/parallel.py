@@ -108,15 +108,14 @@ def main(args: argparse.Namespace) -> int:
     }
     summary["speedup"] = summary["single_median_ms"] / summary["parallel_median_ms"]
     print(format_summary(single[0], ranks, summary))
+    if not outputs_equal:
+        print("MISMATCH: single-device and parallel outputs differ", file=sys.stderr)
     if args.json:
         results = {"single": dataclasses.asdict(single[0]), "ranks": [dataclasses.asdict(rank) for rank in ranks]}
         record = {"benchmark": "parallel", "title": title, "config": config.as_dict()} | results
         record |= environment(config.device, config.threads) | summary
         write_record(args.json, record)
-    if not outputs_equal:
-        print("MISMATCH: single-device and parallel outputs differ", file=sys.stderr)
-        return 1
-    return 0
+    return 0 if outputs_equal else 1
 
 
 def _kill_tree(pid: int) -> None:

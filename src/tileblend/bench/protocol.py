@@ -24,9 +24,9 @@ its JSON record (`tileblend.bench.records.write_record`) and plot (`tileblend.be
 
 import argparse
 import sys
-from pathlib import Path
 
 from .. import arguments
+from ..output import writing
 from .machine import environment
 from .options import DEFAULT_DEVICE, add_run_options, parse_size
 from .pairs import ARM_NAMES, format_bytes, run_pairs
@@ -114,8 +114,8 @@ def add_protocol_arguments(parser: argparse.ArgumentParser, presets, what: str) 
 
 
 def run_benchmark(benchmark: str, module: str, title: str, config: WorkerConfig, args: argparse.Namespace) -> int:
-    """Run the A/B pairs of worker `module`, print the table, write --json and --plot; return 1 if the outputs
-    differ."""
+    """Run the A/B pairs of worker `module`, print the table and the verdict, write --json and --plot; return 1 if the
+    outputs differ."""
     print(
         f"{title}\n{args.pairs} pairs of processes (A B, B A, ...), {args.warmup} warmup + {args.reps} timed calls each"
     )
@@ -125,15 +125,14 @@ def run_benchmark(benchmark: str, module: str, title: str, config: WorkerConfig,
     print(format_summary(title, summary, conditions["machine"]["load_average"]))
     record = {"benchmark": benchmark, "title": title, "command": command_line(benchmark, args)}
     record |= conditions | summary
+    if not summary["outputs_equal"]:
+        print("MISMATCH: arm A and arm B outputs differ", file=sys.stderr)
     if args.json:
         write_record(args.json, record)
     if args.plot:
-        Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
-        write_plot(args.plot, title, summary)
-    if not summary["outputs_equal"]:
-        print("MISMATCH: arm A and arm B outputs differ", file=sys.stderr)
-        return 1
-    return 0
+        with writing(args.plot) as path:
+            write_plot(path, title, summary)
+    return 0 if summary["outputs_equal"] else 1
 
 
 def command_line(benchmark: str, args: argparse.Namespace) -> str:

@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 from typing import TypeVar
 
+from ..output import writing
+
 
 Result = TypeVar("Result")
 
@@ -115,6 +117,7 @@ def read_result(path: Path | str, result_type: type[Result]) -> Result:
 
 
 def write_record(path: Path | str, record: dict) -> None:
-    """Write the record of a run, indented JSON ending in a newline, to `path` (creating its folder)."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    """Write the record of a run, indented JSON ending in a newline, to `path` (creating its folder); a failure raises
+    `tileblend.output.OutputError`."""
+    with writing(path) as target:
+        target.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")

@@ -6,12 +6,12 @@ import json
 import sys
 import warnings
 from dataclasses import asdict
-from pathlib import Path
 
 import torch
 
 from .. import arguments
 from ..blend import DTYPES
+from ..output import writing
 from . import method_checks, model_checks
 from .tables import format_method_table, format_model_table
 
@@ -96,12 +96,11 @@ def main(args: argparse.Namespace) -> int:
             f"\n{len(ran) - len(model_mismatches)} of {len(ran)} model/path/dtype runs exact with their blends "
             f"called on {device} ({len(model_results) - len(ran)} skipped)."
         )
+    if method_mismatches or model_mismatches:
+        print("MISMATCH: " + ", ".join(method_mismatches + model_mismatches), file=sys.stderr)
     if args.json:
         records = [{"check": "method"} | asdict(r) for r in methods]
         records += [{"check": "model"} | asdict(r) | {"ok": r.ok} for r in model_results]
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(records, indent=2), encoding="utf-8")
-    if method_mismatches or model_mismatches:
-        print("MISMATCH: " + ", ".join(method_mismatches + model_mismatches), file=sys.stderr)
-        return 1
-    return 0
+        with writing(args.json) as path:
+            path.write_text(json.dumps(records, indent=2), encoding="utf-8")
+    return 1 if method_mismatches or model_mismatches else 0
