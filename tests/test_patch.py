@@ -1,6 +1,7 @@
 """`tileblend.enable()` swaps exactly diffusers' loop blends for the vectorized ones, and `disable()` swaps them back."""
 
 import collections
+import functools
 import inspect
 import threading
 import warnings
@@ -148,6 +149,25 @@ def test_lookalikes_are_reported_and_left_alone(monkeypatch):
         tileblend.enable()
     assert vars(LookalikeVAE) == lookalike_functions
     assert vars(LoopVAE)["blend_v"] is not patch.original_method(LoopVAE, "blend_v")
+
+
+def test_a_wrapper_of_the_loop_is_left_alone_and_named(monkeypatch):
+    """A library wrapped the loop with `functools.wraps` (a clamp) before `enable()`: `inspect.getsource` shows the loop
+    through `__wrapped__`, but the method is the wrapper, so it stays, named in the warning, and still runs."""
+    loop = vars(AutoencoderKL)["blend_v"]
+
+    @functools.wraps(loop)
+    def clamped(self, a, b, blend_extent):
+        return loop(self, a, b, blend_extent).clamp_(max=0.5)
+
+    monkeypatch.setattr(AutoencoderKL, "blend_v", clamped)
+    with pytest.warns(UserWarning, match=r"left these methods alone .*autoencoder_kl\.AutoencoderKL\.blend_v"):
+        patched = tileblend.enable()
+    assert (AutoencoderKL, "blend_v") not in {(p.cls, p.method) for p in patched}
+    assert (AutoencoderKL, "blend_h") in {(p.cls, p.method) for p in patched}
+    assert vars(AutoencoderKL)["blend_v"] is clamped
+    a, b = torch.ones(1, 1, 4, 4), torch.ones(1, 1, 4, 4)
+    assert AutoencoderKL.blend_v(None, a, b, 4).max() == 0.5  # the wrapper ran
 
 
 def recording_wrap(seen: list):

@@ -96,9 +96,13 @@ def autoencoder_classes() -> list[type]:
 
 @functools.cache
 def _loop_of(function):
-    """What `recognize` makes of `function`'s source (None: not the loop, or no source). Cached per function object:
-    a function's source does not change while the process runs, and reading and parsing it for the 44 methods took
-    about 150 ms per outermost `enabled()` block."""
+    """What `recognize` makes of `function`'s source (None: not the loop, or no source). Only a plain function can be
+    the loop: `inspect.getsource` follows `__wrapped__`, so a wrapper (`functools.wraps`, a decorator's result) would
+    show the loop it wraps and be replaced, and its own work lost. Cached per function object: a function's source
+    does not change while the process runs, and reading and parsing it for the 44 methods took about 150 ms per
+    outermost `enabled()` block."""
+    if not inspect.isfunction(function) or hasattr(function, "__wrapped__"):
+        return None
     try:
         return recognize(ast.parse(textwrap.dedent(inspect.getsource(function))).body[0])
     except (OSError, TypeError, SyntaxError, IndexError):
