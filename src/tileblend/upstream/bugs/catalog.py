@@ -107,9 +107,9 @@ BUGS: tuple[Bug, ...] = (
         class_name="AutoencoderKLMagvit",
         title="AutoencoderKLMagvit: tiled encode keeps each tile whole, shifting every later tile",
         description="With tiling enabled, tiled encode returns a latent of the right shape but the wrong content: "
-        "each tile is kept whole instead of up to the next tile, so the overlap appears twice and every tile after "
-        "the first lands `blend` latent pixels too far. With 32 px tiles every 24 px, the latent's last pixel is the "
-        "last tile's pixel (1, 1) instead of its last, (2, 2).",
+        "each tile is kept whole instead of up to where the next one starts, so every overlap appears twice and each "
+        "later tile lands further off than the one before. With 32 px tiles every 24 px, the latent's last pixel is "
+        "the last tile's pixel (1, 1) instead of its last, (2, 2).",
         cause="`tiled_encode` crops each blended tile to `[:latent_height, :latent_width]`, the size of the whole "
         "latent, instead of the latent stride; the final crop to the latent size hides the wrong shape.",
         fix="Crop each tile to `[:tile_latent_stride_height, :tile_latent_stride_width]`, as `tiled_decode` crops to "

@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     with tempfile.TemporaryDirectory(prefix="upstream-bugs-") as work:
         try:
-            packages = [("installed diffusers", None)]
+            packages = [("installed", None)]
             if args.upstream is not None:
                 if not args.upstream.exists():
                     raise UsageError(f"{args.upstream} does not exist")

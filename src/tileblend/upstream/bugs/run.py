@@ -66,8 +66,8 @@ class Run:
 
     Args:
         target: what was run against, for people ("installed diffusers", or the path given).
-        system: the runner's `system` entry: the versions of diffusers, torch and Python, the platform, and the
-            `__init__.py` diffusers was imported from.
+        system: the runner's `system` entry: the diffusers version, the `__init__.py` diffusers was imported from,
+            and what `diffusers-cli env` reports (`env`).
         outcomes: one per bug, in the order asked.
     """
 

@@ -8,14 +8,13 @@ Run as a file in a fresh process whose `PYTHONPATH` chooses the diffusers under 
 imports nothing but the standard library before the scripts. Each script runs as `__main__` in a namespace of its own, compiled as `<stdin>`,
 with its stdout and stderr captured together. The JSON holds, per slug, `output` (what it printed, then its traceback
 as `python -` prints it, library paths made relative to their `site-packages` or `src` folder) and `failed` (it
-raised); and under `system`, the versions of diffusers, torch and Python, the platform, and where diffusers was
-imported from.
+raised); and under `system`, the diffusers version, where diffusers was imported from, and what `diffusers-cli env`
+reports (`env`).
 """
 
 import contextlib
 import io
 import json
-import platform
 import sys
 import traceback
 from pathlib import Path
@@ -40,19 +39,15 @@ def main() -> None:
     results = {slug: dict(zip(("output", "failed"), run(script))) for slug, script in scripts.items()}
     import diffusers
     import torch
+    from diffusers.commands.env import EnvironmentCommand
 
     folders = {str(Path(module.__file__).parents[1]) + "/" for module in (diffusers, torch)}
     for result in results.values():
         for folder in folders:
             result["output"] = result["output"].replace(folder, "")
-    results["system"] = {
-        "diffusers": diffusers.__version__,
-        "diffusers_file": diffusers.__file__,
-        "torch": torch.__version__,
-        "cuda": torch.cuda.is_available(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-    }
+    with contextlib.redirect_stdout(io.StringIO()):
+        environment = EnvironmentCommand().run()
+    results["system"] = {"diffusers": diffusers.__version__, "diffusers_file": diffusers.__file__, "env": environment}
     Path(sys.argv[2]).write_text(json.dumps(results), encoding="utf-8")
 
 
