@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from ..check import UsageError, extract
-from ..rewrite import diffusers_tree
+from ..rewrite import RewriteError, diffusers_tree
 from .catalog import BUGS
 from .drafts import draft
 from .run import REPRODUCED, Run, RunError, run_bugs
@@ -70,8 +70,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.upstream is not None:
                 if not args.upstream.exists():
                     raise UsageError(f"{args.upstream} does not exist")
-                packages.append((str(args.upstream), diffusers_tree(extract(args.upstream, Path(work)))[0]))
-        except UsageError as error:
+                checkout = args.upstream if args.upstream.is_dir() else extract(args.upstream, Path(work))
+                packages.append((str(args.upstream), diffusers_tree(checkout)[0]))
+        except (UsageError, RewriteError) as error:
             print(f"upstream-bugs: error: {error}", file=sys.stderr)
             return 2
         try:
