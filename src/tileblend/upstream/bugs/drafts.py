@@ -1,9 +1,9 @@
 """The issue draft of one bug, in the fields of diffusers' bug report form, as GitHub renders a filled form.
 
 The form (`.github/ISSUE_TEMPLATE/bug-report.yml` upstream) asks for "Describe the bug", "Reproduction", "Logs" and
-"System Info" (what `diffusers-cli env` prints, which the runner records). The draft is a Markdown file: the title as its first heading, then
-one `###` section per field. The reproduction is the script `make upstream-bugs` ran, the logs are what it printed
-there, and the system info names every diffusers version it reproduced with.
+"System Info" (what `diffusers-cli env` prints, which the runner records). The draft is a Markdown file: the title as
+its first heading, then one `###` section per field. The reproduction is the script `make upstream-bugs` ran, the
+logs are what it printed there, and the system info names every diffusers version it reproduced with.
 """
 
 from .run import Outcome, Run

@@ -1,9 +1,10 @@
-"""Run the repro scripts against one diffusers (the installed one, or a checkout's `src`) and judge each.
+"""Run the repro scripts against diffusers trees (the installed one, a checkout's) and judge each script.
 
 All scripts of one diffusers run in one fresh process (`runner.py`, a file run by this interpreter with `PYTHONPATH`
 set to the folder holding the checkout's package), so that diffusers is imported once; each script still runs as
-`python -` runs it. The processes of the installed diffusers and of a checkout run at the same time. A script that fails with its bug's signature reproduced the bug; one that exits cleanly did not; one that fails
-otherwise is an error, whose last line is reported.
+`python -` runs it. The processes of the installed diffusers and of a checkout run at the same time. A script that
+fails with its bug's signature reproduced the bug; one that exits cleanly did not; one that fails otherwise is an
+error, whose last line is reported.
 """
 
 import json
@@ -65,7 +66,7 @@ class Run:
     """The outcomes of the scripts against one diffusers.
 
     Args:
-        target: what was run against, for people ("installed diffusers", or the path given).
+        target: what was run against, for people ("installed", or the path given).
         system: the runner's `system` entry: the diffusers version, the `__init__.py` diffusers was imported from,
             and what `diffusers-cli env` reports (`env`).
         outcomes: one per bug, in the order asked.
@@ -94,7 +95,7 @@ def run_bugs(bugs: tuple[Bug, ...], targets: list[tuple[str, Path | None]]) -> l
 
 
 def start(folder: Path, package: Path | None) -> subprocess.Popen:
-    """Start the runner in the new, empty `folder` on `../scripts.json`, its stderr into `folder/stderr`."""
+    """Start the runner on `../scripts.json` in `folder`, which it creates, with its stderr into `folder/stderr`."""
     # One thread each: the runners of several targets share the cores; the scripts are too small to gain from more.
     environment = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}
     if package is not None:

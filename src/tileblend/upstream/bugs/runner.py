@@ -4,12 +4,12 @@
 
 SCRIPTS is a JSON file `{"slug": "script text", ...}`; the results are written to the JSON file RESULTS.
 
-Run as a file in a fresh process whose `PYTHONPATH` chooses the diffusers under test, in an empty working folder: it
-imports nothing but the standard library before the scripts. Each script runs as `__main__` in a namespace of its own, compiled as `<stdin>`,
-with its stdout and stderr captured together. The JSON holds, per slug, `output` (what it printed, then its traceback
-as `python -` prints it, library paths made relative to their `site-packages` or `src` folder) and `failed` (it
-raised); and under `system`, the diffusers version, where diffusers was imported from, and what `diffusers-cli env`
-reports (`env`).
+Run as a file in a fresh process whose `PYTHONPATH` chooses the diffusers under test, in a working folder of its
+own: it imports nothing but the standard library before the scripts. Each script runs as `__main__` in a namespace
+of its own, compiled as `<stdin>`, with its stdout and stderr captured together. The JSON holds, per slug, `output`
+(what it printed, then its traceback as `python -` prints it, library paths made relative to their `site-packages` or
+`src` folder) and `failed` (it raised); and under `system`, the diffusers version, where diffusers was imported from,
+and what `diffusers-cli env` reports (`env`).
 """
 
 import contextlib

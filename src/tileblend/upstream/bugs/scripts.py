@@ -13,7 +13,7 @@ from typing import Any
 from tileblend.tiny_models import MODELS
 
 
-SHORT = 119  # diffusers' line length: the longest call written on one line, as ruff would
+LINE_LENGTH = 119  # diffusers' (its pyproject.toml): a call that fits is written on one line, as ruff formats it
 
 
 def literal(value: Any) -> str:
@@ -28,10 +28,10 @@ def literal(value: Any) -> str:
 
 
 def call(name: str, arguments: Mapping[str, Any], indent: str = "", around: int = 0) -> str:
-    """`name(...)` on one line where that line fits in `SHORT` characters with `around` more beside the call, else
-    with one keyword argument per line, the continuation lines indented under `indent`, as ruff formats them."""
+    """`name(...)` on one line where that line fits in `LINE_LENGTH` characters with `around` more beside the call,
+    else with one keyword argument per line, the continuation lines indented under `indent`, as ruff formats them."""
     short = f"{name}({', '.join(f'{key}={literal(value)}' for key, value in arguments.items())})"
-    if len(indent) + len(short) + around <= SHORT:
+    if len(indent) + len(short) + around <= LINE_LENGTH:
         return short
     lines = [f"{indent}    {key}={literal(value)}," for key, value in arguments.items()]
     return "\n".join([name + "(", *lines, f"{indent})"])
@@ -45,6 +45,7 @@ def model(entry_name: str) -> str:
 
 
 def header(entry_name: str) -> str:
+    """The imports and the model: the start of every script."""
     return f"import torch\nfrom diffusers import {MODELS[entry_name].class_name}\n\n{model(entry_name)}\n"
 
 
