@@ -13,4 +13,5 @@
 - `change_digest`: the fingerprint of a rewrite, matching a GPU run's rewritten checkout to the one `pr` writes.
 - `simple_blend`: the exact blend against the simple one on real-size tiled decodes (`make exact-vs-simple`).
 - `tiled_vae_benchmark`: the stock-diffusers benchmark script the PR asks maintainers to rerun.
+- `bugs`: the bugs in diffusers' tiled paths, reproduced and drafted as issues (`make upstream-bugs`).
 """
