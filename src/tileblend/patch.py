@@ -180,9 +180,14 @@ def _unpatch() -> None:
     _patched.clear()
 
 
-def enable() -> list[PatchedMethod]:
+def enable(streamed_decode: bool = False) -> list[PatchedMethod]:
     """Replace every loop blend in diffusers' autoencoders with the vectorized blend; idempotent. It stays in effect
     until `disable()`, also after `enabled()` blocks end.
+
+    Args:
+        streamed_decode: also stream the tiled decode of every class `tileblend.streamed` covers (the same bits at a
+            fraction of the memory), until `disable()`; a covered class whose source it no longer recognises keeps
+            its own and is named in a `UserWarning`.
 
     Returns:
         The patched methods, one `PatchedMethod` each. Blend-named methods that are not the loop are left alone and
@@ -191,15 +196,24 @@ def enable() -> list[PatchedMethod]:
     global _enabled_outside_scopes
     with _lock:
         _enabled_outside_scopes = True
-        return _patch(stacklevel=3)
+        patched = _patch(stacklevel=3)
+    if streamed_decode:
+        from .streamed import install
+
+        install.enable(stacklevel=3)
+    return patched
 
 
 def disable() -> None:
-    """Restore the original methods (the same function objects) now, also inside `enabled()` blocks; idempotent."""
+    """Restore the original methods (the same function objects) now, also inside `enabled()` blocks, and the stock
+    tiled decodes; idempotent."""
     global _enabled_outside_scopes
     with _lock:
         _enabled_outside_scopes = False
         _unpatch()
+    from .streamed import install
+
+    install.disable()
 
 
 def is_enabled() -> bool:

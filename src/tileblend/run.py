@@ -6,15 +6,21 @@ import runpy
 import sys
 
 from .patch import enable
+from .streamed import streamed_classes
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "run",
-        usage="tileblend run [-h] SCRIPT [ARGS ...]",
+        usage="tileblend run [-h] [--streamed-decode] SCRIPT [ARGS ...]",
         help="run a Python script with the vectorized blends enabled",
         description="Run SCRIPT as __main__ with the same argv it would get from `python SCRIPT ARGS...` (a `--` "
         "among ARGS included), with every diffusers loop blend replaced by the vectorized one.",
+    )
+    parser.add_argument(
+        "--streamed-decode",
+        action="store_true",
+        help="also stream diffusers' tiled VAE decodes (the same bits, a fraction of the memory; tileblend.streamed)",
     )
     # One REMAINDER for the script and its arguments: argparse drops a `--` that follows a positional of its own.
     parser.add_argument(
@@ -43,9 +49,10 @@ def main(args: argparse.Namespace) -> int:
     if not os.path.exists(script):
         print(f"tileblend run: can't open file {script!r}: no such file", file=sys.stderr)
         return 2
-    patched = enable()
+    patched = enable(streamed_decode=args.streamed_decode)
+    streamed = f"tiled decode streamed for {len(streamed_classes())} classes; " if args.streamed_decode else ""
     # One line, so that a user sees the blends are in effect; the script's own output follows untouched.
-    print(f"tileblend: {len(patched)} diffusers blend methods vectorized; running {script}", file=sys.stderr)
+    print(f"tileblend: {len(patched)} diffusers blend methods vectorized; {streamed}running {script}", file=sys.stderr)
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = list(command)
     # As `python`: a directory (run through its __main__.py) comes first on sys.path itself, a script its directory.
