@@ -12,7 +12,7 @@ import torch
 from .. import arguments
 from ..blend import DTYPES
 from ..output import writing
-from . import method_checks, model_checks
+from . import method_checks, model_checks, streamed_checks
 from .tables import format_method_table, format_model_table
 
 
@@ -21,7 +21,8 @@ def add_parser(subparsers) -> None:
         "verify",
         help="check bitwise parity of every patched blend and every tiled model on this machine",
         description="Compare diffusers' loop blends with tileblend's bit for bit: each method on random tiles, then "
-        "tiled encode and decode of a tiny model of every diffusers autoencoder with loop blends.",
+        "tiled encode and decode of a tiny model of every diffusers autoencoder with loop blends, and the "
+        "row-streamed tiled decode of every class it covers.",
     )
     default_device = "cuda" if torch.cuda.is_available() else "cpu"
     parser.add_argument(
@@ -77,9 +78,12 @@ def main(args: argparse.Namespace) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             methods = method_checks.verify_methods(device, [DTYPES[name] for name in method_names], progress)
-            model_results = []
+            model_results, streamed_results = [], []
             if entries:  # --quick: no whole models, and no empty bar for them
                 model_results = model_checks.verify_models(
+                    entries, device, [DTYPES[name] for name in model_names], progress
+                )
+                streamed_results = streamed_checks.verify_all(
                     entries, device, [DTYPES[name] for name in model_names], progress
                 )
     finally:
@@ -96,11 +100,22 @@ def main(args: argparse.Namespace) -> int:
             f"\n{len(ran) - len(model_mismatches)} of {len(ran)} model/path/dtype runs exact with their blends "
             f"called on {device} ({len(model_results) - len(ran)} skipped)."
         )
+    streamed_mismatches = [f"{r.model} streamed decode ({r.dtype})" for r in streamed_results if not r.ok]
+    if streamed_results:
+        print("\nStreamed tiled decode (tileblend.streamed_decode) vs the stock tiled decode:")
+        print(streamed_checks.format_streamed_table(streamed_results))
+        ran = [r for r in streamed_results if r.exact is not None]
+        print(
+            f"\n{len(ran) - len(streamed_mismatches)} of {len(ran)} streamed decodes equal to the stock tiled decode "
+            f"with their blends called on {device} ({len(streamed_results) - len(ran)} skipped)."
+        )
+    model_mismatches += streamed_mismatches
     if method_mismatches or model_mismatches:
         print("MISMATCH: " + ", ".join(method_mismatches + model_mismatches), file=sys.stderr)
     if args.json:
         records = [{"check": "method"} | asdict(r) for r in methods]
         records += [{"check": "model"} | asdict(r) | {"ok": r.ok} for r in model_results]
+        records += [{"check": "streamed"} | asdict(r) | {"ok": r.ok} for r in streamed_results]
         with writing(args.json) as path:
             path.write_text(json.dumps(records, indent=2), encoding="utf-8")
     return 1 if method_mismatches or model_mismatches else 0
