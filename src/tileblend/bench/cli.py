@@ -1,9 +1,9 @@
 """`tileblend bench KIND`: one subcommand per benchmark module."""
 
-from . import blend, compile, decode, launches, parallel, pipeline
+from . import blend, compile, decode, launches, memory, parallel, pipeline
 
 
-BENCHMARKS = (blend, decode, pipeline, compile, parallel, launches)
+BENCHMARKS = (blend, decode, pipeline, compile, parallel, launches, memory)
 
 
 def add_parser(subparsers) -> None:
