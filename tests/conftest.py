@@ -1,5 +1,5 @@
-"""What the tests share: the `method` and `dtype` parameters, random tiles, one thread per xdist worker, and the `cuda`
-marker's skip.
+"""What the tests share: the `method` and `dtype` parameters, random tiles, one thread per xdist worker, the `cuda`
+marker's skip, and a state folder of their own (the rewriter's journal key) instead of the user's.
 
 A test that takes `method` runs once per blend method of `tileblend.blend` (`BLEND_AXES`), one that takes `dtype`
 once per floating dtype the blend is exact for (`tileblend.blend.DTYPES`); a test that needs other values overrides
@@ -8,6 +8,8 @@ builder functions, so hypothesis tests may use them too.
 """
 
 import os
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -20,6 +22,9 @@ from tileblend.blend import BLEND_AXES, DTYPES
 if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
+# `tileblend.upstream.journal.journal_key` keeps its key under $XDG_STATE_HOME; the children tests start inherit it.
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="tileblend-test-state-")
+
 
 def pytest_runtest_setup(item):
     """`@pytest.mark.cuda` skips a test on a machine without a CUDA device; `@pytest.mark.cuda(devices=2)` on one with
@@ -28,6 +33,27 @@ def pytest_runtest_setup(item):
     devices = marker.kwargs.get("devices", 1) if marker is not None else 0
     if torch.cuda.device_count() < devices:
         pytest.skip("needs a CUDA device" if devices == 1 else f"needs {devices} CUDA devices")
+
+
+ROOT = Path(__file__).resolve().parents[1]
+UPSTREAM_SNAPSHOTS = (
+    ROOT / "upstream-snapshot" / "diffusers-main.tar.gz",
+    ROOT.parent / "shared" / "upstream" / "diffusers-main.tar.gz",
+)
+"""Where the upstream diffusers snapshot is looked for: what `make upstream-snapshot` writes, then a shared copy."""
+
+
+@pytest.fixture(scope="session")
+def upstream_snapshot() -> Path:
+    """The upstream diffusers snapshot (`UPSTREAM_SNAPSHOTS`). Without it a test skips, or fails where
+    TILEBLEND_REQUIRE_SNAPSHOT=1 (CI, which must run the tests on it)."""
+    found = next((path for path in UPSTREAM_SNAPSHOTS if path.is_file()), None)
+    if found is None:
+        message = "the upstream diffusers snapshot is absent: run make upstream-snapshot"
+        if os.environ.get("TILEBLEND_REQUIRE_SNAPSHOT") == "1":
+            pytest.fail(f"{message} (TILEBLEND_REQUIRE_SNAPSHOT=1)")
+        pytest.skip(message)
+    return found
 
 
 @pytest.fixture(params=list(BLEND_AXES))

@@ -2,8 +2,10 @@
 
 A checkout can come with a `.tileblend-transaction.json` (a tarball, a branch). Each command that recovers a killed
 write (`tileblend rewrite`, `python -m tileblend.upstream.transaction`, the copy checker's `--fix_and_overwrite`) must
-refuse a journal that is not a regular file, that tileblend could not have written, or that leads to a path outside
-the tree or through a link: exit 2, one line naming the journal, and every file, the journal included, as it was.
+refuse a journal that is not a regular file, that this user's tileblend did not sign, or that is not in the form it
+writes: exit 2, one line naming the journal, and every file, the journal included, as it was. The checks behind the
+signature (paths outside the tree or through a link, ids, temporary files) are tested on signed journals: they hold
+even for a journal signed with the user's key.
 """
 
 import hashlib
@@ -16,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from tileblend.cli import main as tileblend
-from tileblend.upstream import copies, transaction
+from tileblend.upstream import copies, journal, transaction
+from tileblend.upstream.journal import JOURNAL, JOURNAL_FORMAT
 from tileblend.upstream.source_files import SourceFile
-from tileblend.upstream.transaction import JOURNAL, JOURNAL_FORMAT
 
 
 VICTIM = b"a file outside the checkout\n"
@@ -56,9 +58,11 @@ def checkout(tmp_path) -> Path:
     return tmp_path / "checkout"
 
 
-def write_journal(root: Path, **state) -> None:
-    """A journal in phase "replacing" listing no file, with the keys of `state` changed."""
+def write_journal(root: Path, signed: bool = True, **state) -> None:
+    """A journal in phase "replacing" listing no file, with the keys of `state` changed, signed with this user's key
+    (or, with `signed=False`, as a tree would bring it: with a signature made with another key)."""
     state = {"format": JOURNAL_FORMAT, "id": "0123abcd", "phase": "replacing", "files": [], **state}
+    state["mac"] = journal._signature(state, journal.journal_key() if signed else b"another key")
     (root / JOURNAL).write_text(json.dumps(state))
 
 
@@ -77,6 +81,22 @@ LEADING_OUT = {
     "absolute": (None, "is not a plain relative path"),  # the victim's absolute path
     "link": ("src/out/victim.py", "leads out of the tree"),  # src/out links to the victim's folder
 }
+
+
+def test_a_journal_that_came_with_the_tree_is_refused(tmp_path, capsys):
+    """A tree ships a journal "replacing" vae.py (listed with the digest of its upstream text) and the `.orig` to put
+    back: well formed and inside the tree, it is refused for its signature, and vae.py keeps its text."""
+    package = tmp_path / "checkout" / "src" / "diffusers"
+    vae = package / "models" / "autoencoders" / "vae.py"
+    vae.parent.mkdir(parents=True)
+    (package / "__init__.py").write_text('__version__ = "0.42.1"\n')
+    vae.write_text("x = 1\n")
+    (vae.parent / ".vae.py.tileblend-0123abcd.orig").write_text("import os  # the tree's own code\n")
+    files = [["src/diffusers/models/autoencoders/vae.py", True, hashlib.sha256(b"x = 1\n").hexdigest()]]
+    write_journal(tmp_path / "checkout", signed=False, files=files)
+    for command in COMMANDS:
+        assert_refused(command, tmp_path / "checkout", capsys, "it is not signed with this user's key")
+    assert vae.read_text() == "x = 1\n"
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -119,6 +139,9 @@ UNREADABLE = {
         json.dumps({"format": JOURNAL_FORMAT, "id": "0123abcd", "files": []}).encode(),
         "a journal's keys",
     ),
+    "deeply nested": (b"[" * 100000 + b"]" * 100000, "it is not JSON"),
+    "control character": ({"files": [["src/a\x1b[31m.py", True, DIGEST]]}, "is not a plain relative path"),
+    "name too long": ({"files": [[f"src/{'a' * 300}.py", True, DIGEST]]}, "cannot look at"),
     "unknown phase": ({"phase": "done"}, "its phase 'done' is not one of"),
     "bad digest": ({"files": [["src/diffusers/__init__.py", True, "0"]]}, "its files are not a list of"),
     "not Python": ({"files": [["README.md", False, DIGEST]]}, "is not a Python file"),

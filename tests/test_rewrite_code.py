@@ -280,7 +280,7 @@ def test_every_committed_text_of_the_mixin_methods_is_listed():
             assert digest in written_methods.EARLIER | current, f"{name} of blend.py at {commit}: add {digest!r}"
 
 
-def tester_layout(tmp_path, monkeypatch, utils: str = "", module: str = "") -> Path:
+def layout_with_tests(tmp_path, monkeypatch, utils: str = "", module: str = "") -> Path:
     """A tiny tree in upstream's tester-mixin layout: testing_utils.py and one test module configuring TinyVAE (with
     `utils` and `module` appended); returns the tests folder."""
     from tileblend.upstream.test_cases import CASES
@@ -304,7 +304,7 @@ def test_a_test_definition_of_its_own_is_refused(tmp_path, capsys, monkeypatch, 
     """A user's class or function named like one the rewrite adds to upstream's tests is never replaced."""
     from tileblend.upstream import test_files
 
-    tester_layout(
+    layout_with_tests(
         tmp_path,
         monkeypatch,
         utils="\n\ndef blend_row_loop(a, b):\n    return b\n" if name == "blend_row_loop" else "",
@@ -344,7 +344,7 @@ def test_a_module_level_binding_of_an_added_name_is_refused(tmp_path, capsys, mo
     rewrite: two bindings would shadow one another. The error names the file, the line and the name."""
     file, name, statement = case
     extra = "\n\n" + statement
-    tests = tester_layout(
+    tests = layout_with_tests(
         tmp_path,
         monkeypatch,
         utils=extra if file == "testing_utils.py" else "",
@@ -365,7 +365,7 @@ def test_a_binding_in_an_inner_scope_is_not_refused(tmp_path, capsys, monkeypatc
         "\n\ndef helper():\n    blend_row_loop = 1\n    return blend_row_loop\n\n\nclass Other:\n"
         "    AutoencoderTilingBlendTesterMixin = None\n\n\nNAMES = [blend_row_loop for blend_row_loop in ()]\n"
     )
-    tests = tester_layout(tmp_path, monkeypatch, utils=inner)
+    tests = layout_with_tests(tmp_path, monkeypatch, utils=inner)
     assert tileblend(["rewrite", str(tmp_path)]) == 0
     assert "class AutoencoderTilingBlendTesterMixin" in (tests / "testing_utils.py").read_text()
 

@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from tileblend.upstream import transaction
+from tileblend.upstream import source_files, transaction
 from tileblend.upstream.source_files import SourceError, SourceFile, read_source, split_lines, with_newline
 from tileblend.upstream.transaction import write_files
 
@@ -19,6 +19,22 @@ def test_read_source_keeps_bom_and_line_endings(tmp_path):
     assert (source.encoding, source.newline) == ("utf-8-sig", "\r\n")
     assert source.encoded() == path.read_bytes()
     assert split_lines(source.text) == ["import torch\r\n", "\r\n", "x = 1\n", "# \u00e9\r\n"]
+
+
+def test_read_source_refuses_what_is_not_a_regular_file_at_once(tmp_path):
+    """A tree can hold a FIFO named like a module (a read would block forever) or a link to a device (endless)."""
+    os.mkfifo(tmp_path / "fifo.py")
+    (tmp_path / "zero.py").symlink_to("/dev/zero")
+    for name in ["fifo.py", "zero.py"]:
+        with pytest.raises(SourceError, match=f"cannot read {tmp_path / name}: .* is not a regular file"):
+            read_source(tmp_path / name)
+
+
+def test_read_source_refuses_a_file_larger_than_any_module(tmp_path, monkeypatch):
+    monkeypatch.setattr(source_files, "MAX_SOURCE_BYTES", 8)
+    (tmp_path / "big.py").write_text("x = 123456\n")
+    with pytest.raises(SourceError, match="is larger than 8 bytes"):
+        read_source(tmp_path / "big.py")
 
 
 def test_split_lines_splits_where_python_does():
@@ -93,7 +109,10 @@ def test_a_failed_put_back_is_reported(tmp_path, monkeypatch):
         replace(source, target)
 
     monkeypatch.setattr(os, "replace", failing)
-    with pytest.raises(SourceError, match="left written: .*a.py \\(original kept in .*b.py \\(original kept in "):
+    with pytest.raises(
+        SourceError,
+        match="left written: .*a.py \\(Input/output error; original kept in .*b.py \\(Input/output error; original kept in ",
+    ):
         write_files([SourceFile(path, "changed\n") for path in paths], tree=tmp_path)
     assert paths[2].read_bytes() == b"c = 1\r\n"
 

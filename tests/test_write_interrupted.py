@@ -6,6 +6,7 @@ journal says "committed", and in the middle of the roll-back a SIGTERM started. 
 the tree as it was (or, after the commit, fully written) at once; after SIGKILL the next write's `recover` must.
 """
 
+import hashlib
 import os
 import signal
 import subprocess
@@ -16,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from tileblend.upstream import copies as check_copies
-from tileblend.upstream.transaction import JOURNAL, recover
+from tileblend.upstream.journal import JOURNAL
+from tileblend.upstream.transaction import recover
 
 
 KILLER = textwrap.dedent(
@@ -24,7 +26,7 @@ KILLER = textwrap.dedent(
     import os, signal, sys
     from pathlib import Path
 
-    from tileblend.upstream import transaction
+    from tileblend.upstream import journal, transaction
 
     phase, signum, ignored, command = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "ignored", sys.argv[4:]
     # As in a terminal, whatever started the suite (a background job ignores SIGINT, nohup SIGHUP); or, with
@@ -53,7 +55,7 @@ KILLER = textwrap.dedent(
             if phase == "rolling-back" and counts["restore"] == 1:
                 kill(signal.SIGKILL)
         replace(source, target)
-        kind = "journal" if str(target).endswith(transaction.JOURNAL) else "module"
+        kind = "journal" if str(target).endswith(journal.JOURNAL) else "module"
         counts[kind] += 1
         if (phase, kind, counts[kind]) in {
             ("created", "journal", 1),
@@ -274,3 +276,68 @@ def test_an_original_deleted_after_the_kill_is_named_and_the_next_rewrite_runs(t
     assert tree_files(root) == {**trees[1], lost: trees[2][lost]} and ours(root) == []
     assert tileblend(["rewrite", str(root)]) == 0
     assert tree_files(root) == trees[2]
+
+
+def interrupted_journal(tree: Path, files: dict[str, tuple[bytes | None, bytes]]) -> None:
+    """The state a write killed after replacing every file of `files` (name: (old content or None, new content))
+    leaves: new contents in place, `.orig` backups, a signed journal saying "replacing"."""
+    from tileblend.upstream import journal
+
+    planned = [(name, old is not None, hashlib.sha256(new).hexdigest()) for name, (old, new) in files.items()]
+    written = journal.entries(tree, "0123abcd", planned)
+    for entry, (old, new) in zip(written, files.values()):
+        entry.target.write_bytes(new)
+        if old is not None:
+            entry.orig.write_bytes(old)
+    journal.write_journal(tree, "0123abcd", "replacing", written)
+
+
+def test_a_file_the_write_made_and_the_user_changed_is_named(tmp_path):
+    """Recovery says "as before it" only when it is: a file the killed write created, edited since, stays and is
+    named."""
+    interrupted_journal(tmp_path, {"made.py": (None, b"x = 1\n"), "old.py": (b"a = 1\n", b"a = 2\n")})
+    (tmp_path / "made.py").write_bytes(b"x = 'the user edited it'\n")
+    found = recover(tmp_path)
+    assert found.endswith(
+        f"rolled back (1 files put back); changed since, left as they are: {tmp_path / 'made.py'} "
+        "(made by the interrupted write)"
+    )
+    assert (tmp_path / "old.py").read_bytes() == b"a = 1\n" and ours(tmp_path) == []
+
+
+def test_a_signal_during_recovery_waits_until_it_is_done(tmp_path, monkeypatch):
+    from tileblend.upstream.transaction import Interrupted
+
+    interrupted_journal(tmp_path, {"a.py": (b"a = 1\n", b"a = 2\n"), "b.py": (b"b = 1\n", b"b = 2\n")})
+    replace = os.replace
+
+    def interrupting(source, target):
+        os.kill(os.getpid(), signal.SIGINT)
+        replace(source, target)
+
+    monkeypatch.setattr(os, "replace", interrupting)
+    with pytest.raises(Interrupted) as stopped:
+        recover(tmp_path)
+    assert stopped.value.describe() == (
+        f"interrupted by SIGINT; found {tmp_path / JOURNAL} of an interrupted write: rolled back (2 files put back); "
+        "the tree is as before it; nothing else was written"
+    )
+    assert (tmp_path / "a.py").read_bytes() == b"a = 1\n" and (tmp_path / "b.py").read_bytes() == b"b = 1\n"
+    assert ours(tmp_path) == []
+
+
+def test_the_journal_s_aside_file_left_by_a_kill_is_removed(tmp_path):
+    """A kill while the journal was written aside leaves that file and no journal: recovery removes it."""
+    (tmp_path / f"{JOURNAL}.tmp").write_bytes(b'{"format": ')
+    assert recover(tmp_path) == f"removed {tmp_path / JOURNAL}.tmp, left by a write killed before it began"
+    assert ours(tmp_path) == [] and recover(tmp_path) is None
+
+
+def test_an_aside_name_taken_by_a_folder_is_named(tmp_path):
+    from tileblend.upstream.source_files import SourceError, SourceFile
+    from tileblend.upstream.transaction import write_files
+
+    (tmp_path / f"{JOURNAL}.tmp").mkdir()
+    with pytest.raises(SourceError, match=rf"cannot write .*{JOURNAL}: .*{JOURNAL}\.tmp'; nothing was written$"):
+        write_files([SourceFile(tmp_path / "a.py", "a = 2\n")], tree=tmp_path)
+    assert not (tmp_path / "a.py").exists()

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .edits import LINE_LENGTH
+from .journal import JOURNAL, has_journal
 from .source_files import (
     COPIED_FROM,
     SourceError,
@@ -58,7 +59,7 @@ from .source_files import (
     split_lines,
     with_newline,
 )
-from .transaction import JOURNAL, has_journal, interruption, recover, transaction_root, write_files
+from .transaction import interruption, recover, transaction_root, write_files
 
 
 REPLACE_PATTERN = re.compile(r"^\s*(\S+)->(\S+)(\s+.*|$)")

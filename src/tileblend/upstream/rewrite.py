@@ -36,10 +36,11 @@ from pathlib import Path
 
 from .blend_methods import SOURCE_CLASS, UpstreamCode, upstream_code
 from .edits import RewriteError
+from .journal import JOURNAL, has_journal
 from .model_files import VAE_MODULE, FileKind, FileRewrite, MethodId, mixin_methods, plan_module, plan_vae
 from .source_files import SourceError, SourceFile, find_package, one_name_per_file, read_source, split_lines
 from .test_files import plan_test_files
-from .transaction import JOURNAL, has_journal, interruption, recover, transaction_root, write_files
+from .transaction import interruption, recover, transaction_root, write_files
 
 
 AUTOENCODERS = Path("models", "autoencoders")

@@ -14,12 +14,16 @@ lines that were edited:
 """
 
 import io
+import os
 import re
+import stat
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
 
+MAX_SOURCE_BYTES = 16 << 20
+"""Far above any Python module of diffusers (its largest in 0.42.1, `loaders/lora_pipeline.py`, is 0.3 MiB)."""
 COPIED_FROM = re.compile(r"^(\s*)#\s*Copied from\s+diffusers\.(\S+\.\S+)\s*($|\S.*$)")
 
 
@@ -86,10 +90,24 @@ def one_name_per_file(paths: list[Path]) -> None:
         names[target] = path
 
 
+def _read_regular_file(path: Path) -> bytes:
+    """The bytes of `path`, a regular file (or a link to one) of at most `MAX_SOURCE_BYTES`: a tree can hold a FIFO,
+    which would block a read, or a link to a device, which never ends; both raise `OSError`."""
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # not on Windows, which has no FIFO files
+    with os.fdopen(descriptor, "rb") as file:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        data = file.read(MAX_SOURCE_BYTES + 1)
+    if len(data) > MAX_SOURCE_BYTES:
+        raise OSError(f"{path} is larger than {MAX_SOURCE_BYTES} bytes, more than any Python module of diffusers")
+    return data
+
+
 def read_source(path: Path) -> SourceFile:
-    """Read `path` as Python reads source; raise `SourceError` when it cannot be read or decoded."""
+    """Read `path` as Python reads source; raise `SourceError` when it cannot be read or decoded, or is not a regular
+    file of at most `MAX_SOURCE_BYTES`."""
     try:
-        data = path.read_bytes()
+        data = _read_regular_file(path)
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
         text = data.decode(encoding)
     except (OSError, SyntaxError, UnicodeDecodeError, LookupError) as error:

@@ -31,30 +31,27 @@ import argparse
 import array
 import contextlib
 import hashlib
-import json
 import os
-import re
 import secrets
 import signal
-import stat
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from .journal import (
+    JOURNAL,
+    JOURNAL_ASIDE,
+    TRANSACTION_ID_BYTES,
+    Entry,
+    entries,
+    has_journal,
+    read_journal,
+    write_journal,
+)
 from .source_files import SourceError, SourceFile, find_package
 
 
-JOURNAL = ".tileblend-transaction.json"
-JOURNAL_FORMAT = "tileblend transaction 2"
-PHASES = ("staging", "replacing", "committed")
-TRANSACTION_ID_BYTES = 4
-TRANSACTION_ID = re.compile(f"[0-9a-f]{{{2 * TRANSACTION_ID_BYTES}}}")
-"""A transaction's id, `secrets.token_hex(TRANSACTION_ID_BYTES)`: it names the temporary files, so nothing else is
-accepted from a journal."""
-DIGEST = re.compile("[0-9a-f]{64}")
-MAX_JOURNAL_BYTES = 1 << 20
-"""A journal lists each file once in about a hundred bytes: a larger one is not tileblend's."""
 NEW_FILE_MODE = 0o644
 FS_IOC_GETFLAGS = 0x80086601
 """Linux's ioctl that reads an inode's attribute flags (what `lsattr` prints)."""
@@ -64,20 +61,21 @@ FS_APPEND_FL = 0x20
 CAUGHT_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 _UNCHECKED = object()
 """The `read_as` entry of a file written without checking what it holds."""
+NOTHING_WRITTEN = "nothing was written"
+DIGEST_CHUNK_BYTES = 1 << 20
 
 
 class Interrupted(KeyboardInterrupt):
-    """A signal that stopped a write: `written` is False when the tree was rolled back (nothing written), True when it
-    came after every file was written."""
+    """A signal that stopped a write or a recovery; `outcome` says what was left: "nothing was written" (rolled back),
+    "every file was written" (it came after the last replacement), or what a recovery did before it stopped."""
 
-    def __init__(self, signum: int, written: bool):
+    def __init__(self, signum: int, outcome: str):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
-        self.written = written
+        self.outcome = outcome
 
     def describe(self) -> str:
-        outcome = "every file was written" if self.written else "nothing was written"
-        return f"interrupted by {signal.Signals(self.signum).name}; {outcome}"
+        return f"interrupted by {signal.Signals(self.signum).name}; {self.outcome}"
 
 
 def interruption(interrupt: KeyboardInterrupt) -> tuple[str, int]:
@@ -89,13 +87,14 @@ def interruption(interrupt: KeyboardInterrupt) -> tuple[str, int]:
 
 
 class _Signals:
-    """While active (in the main thread), the first of `CAUGHT_SIGNALS` that the process handles raises `Interrupted`,
-    unless `holding` is set: then it is kept in `received` (and raised, as written, when the block ends without an
-    error). Signals after the first are ignored: a roll-back in progress finishes."""
+    """While active (in the main thread), the first of `CAUGHT_SIGNALS` that the process handles raises `Interrupted`
+    (nothing written), unless `holding` is set: then it is kept in `received`, and raised with `outcome` when the
+    block ends without an error. Signals after the first are ignored: a roll-back in progress finishes."""
 
     def __init__(self):
         self.holding = False
         self.received = None
+        self.outcome = NOTHING_WRITTEN
         self.previous = {}
 
     def __enter__(self):
@@ -111,13 +110,13 @@ class _Signals:
         if self.received is None:
             self.received = signum
             if not self.holding:
-                raise Interrupted(signum, written=False)
+                raise Interrupted(signum, NOTHING_WRITTEN)
 
     def __exit__(self, error_type, error, traceback):
         for signum, handler in self.previous.items():
             signal.signal(signum, handler)
         if error_type is None and self.received is not None:
-            raise Interrupted(self.received, written=True)
+            raise Interrupted(self.received, self.outcome)
         return False
 
 
@@ -152,116 +151,16 @@ def transaction_root(package: Path) -> Path:
     )
 
 
-@dataclass(frozen=True)
-class _Entry:
-    """One file of a transaction: where it is and the paths of its staged new content and backup."""
-
-    target: Path
-    existed: bool
-    digest: str  # SHA-256 of the new content: a file is put back only while it still holds what the write wrote
-    new: Path
-    orig: Path
-
-
-def _entries(tree: Path, transaction: str, files: list[tuple[str, bool, str]]) -> list[_Entry]:
-    entries = []
-    for relative, existed, digest in files:
-        target = tree / relative
-        prefix = target.parent / f".{target.name}.tileblend-{transaction}"
-        entries.append(_Entry(target, existed, digest, Path(f"{prefix}.new"), Path(f"{prefix}.orig")))
-    return entries
-
-
-def _holds_new(entry: _Entry) -> bool:
+def _holds_new(entry: Entry) -> bool:
+    """Whether the entry's file holds the content the write wrote (read in chunks: it may be any size by now)."""
+    digest = hashlib.sha256()
     try:
-        return hashlib.sha256(entry.target.read_bytes()).hexdigest() == entry.digest
+        with open(entry.target, "rb") as file:
+            while chunk := file.read(DIGEST_CHUNK_BYTES):
+                digest.update(chunk)
     except FileNotFoundError:
         return False
-
-
-def has_journal(tree: Path) -> bool:
-    """Whether `tree` holds a journal, of any kind (a link, a FIFO: recovery refuses those, it does not skip them)."""
-    return os.path.lexists(tree / JOURNAL)
-
-
-def _write_journal(tree: Path, transaction: str, phase: str, entries: list[_Entry], create: bool = False) -> None:
-    """Write the journal whole: written aside, then renamed over the old one, so that it is never seen cut short.
-    `create` raises `FileExistsError` if there is one already (every writer holds the tree's lock, see `_locked`)."""
-    if create and has_journal(tree):
-        raise FileExistsError(f"{tree / JOURNAL} exists")
-    files = [[entry.target.relative_to(tree).as_posix(), entry.existed, entry.digest] for entry in entries]
-    data = json.dumps({"format": JOURNAL_FORMAT, "id": transaction, "phase": phase, "files": files}).encode()
-    aside = tree / f"{JOURNAL}.tmp"
-    _remove([aside])  # a file of that name (or a link: never followed) left by anything
-    descriptor = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    with os.fdopen(descriptor, "wb") as file:
-        file.write(data)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(aside, tree / JOURNAL)
-
-
-class JournalRefused(SourceError):
-    """A journal that recovery does not trust (it comes from the tree, like any file there): it is left as it is, and
-    so is every other file."""
-
-
-def _read_journal(tree: Path) -> tuple[str, list[_Entry]]:
-    """The phase and files of the journal in `tree`, after checking that it is one `write_files` could have written
-    and that every path it leads recovery to is a regular file (or none) inside `tree`, reached through no link.
-
-    Raises `JournalRefused`, naming the journal and the first check it fails, and touches nothing."""
-    journal = tree / JOURNAL
-
-    def refuse(reason: str) -> JournalRefused:
-        return JournalRefused(
-            f"refused {journal}: {reason}; nothing was touched (docs/upstream-pr.md says what to do)"
-        )
-
-    if not stat.S_ISREG(os.lstat(journal).st_mode):
-        raise refuse("it is not a regular file")
-    if os.lstat(journal).st_size > MAX_JOURNAL_BYTES:
-        raise refuse(f"it is larger than {MAX_JOURNAL_BYTES} bytes")
-    try:
-        state = json.loads(journal.read_bytes())
-    except ValueError:
-        raise refuse("it is not JSON (cut short, or not written by tileblend)") from None
-    if not isinstance(state, dict) or sorted(state) != ["files", "format", "id", "phase"]:
-        raise refuse("it does not hold a journal's keys (format, id, phase, files)")
-    if state["format"] != JOURNAL_FORMAT:
-        raise refuse(f"its format is {state['format']!r}, not {JOURNAL_FORMAT!r} (another version of tileblend?)")
-    if not (isinstance(state["id"], str) and TRANSACTION_ID.fullmatch(state["id"])):
-        raise refuse(f"its id {state['id']!r} is not one tileblend makes")
-    if state["phase"] not in PHASES:
-        raise refuse(f"its phase {state['phase']!r} is not one of {', '.join(PHASES)}")
-    files = state["files"]
-    if not isinstance(files, list) or not all(
-        isinstance(item, list)
-        and len(item) == 3
-        and isinstance(item[0], str)
-        and isinstance(item[1], bool)
-        and isinstance(item[2], str)
-        and DIGEST.fullmatch(item[2])
-        for item in files
-    ):
-        raise refuse("its files are not a list of [path, existed, SHA-256]")
-    entries = _entries(tree, state["id"], files)
-    for (relative, _, _), entry in zip(files, entries):
-        parts = relative.split("/")
-        if relative.startswith("/") or any(part in ("", ".", "..") or "\\" in part for part in parts):
-            raise refuse(f"the path {relative!r} is not a plain relative path inside the tree")
-        if not relative.endswith(".py"):
-            raise refuse(f"the path {relative!r} is not a Python file (the only files tileblend writes)")
-        resolved = Path(os.path.realpath(entry.target))
-        if resolved != entry.target:
-            where = "leads out of the tree" if not resolved.is_relative_to(tree) else "passes through a link"
-            raise refuse(f"the path {relative!r} {where} ({resolved})")
-        for path in (entry.target, entry.new, entry.orig):
-            if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
-                raise refuse(f"{path} is not a regular file")
-    if len({entry.target for entry in entries}) != len(entries):
-        raise refuse("it lists a file twice")
-    return state["phase"], entries
+    return digest.hexdigest() == entry.digest
 
 
 def _target(path: Path) -> Path:
@@ -303,6 +202,8 @@ def _stage(path: Path, data: bytes, like: os.stat_result | None) -> None:
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "wb") as file:
         file.write(data)
+        file.flush()
+        os.fsync(file.fileno())  # on disk before a journal that says "replacing" counts on it
     # Owners exist on POSIX only; replacing a file would give it to the running user.
     if os.name == "posix" and like is not None and (like.st_uid, like.st_gid) != (os.getuid(), os.getgid()):
         try:
@@ -338,34 +239,72 @@ def _check_unchanged(target: Path, read_as: bytes | None) -> None:
         raise ChangedSinceRead(f"{target} changed since it was read")
 
 
-def _roll_back(entries: list[_Entry], replacing: bool) -> tuple[int, list[str], list[str], list[str]]:
-    """Undo a transaction from what the files show: (files put back, the targets that could not be, the targets left
-    as they are because they changed after the write: their originals stay in their `.orig` files, the targets that
-    hold the write's content but whose original is gone: nothing can put them back)."""
-    put_back, failed, changed, lost = 0, [], [], []
-    for entry in entries:
+@dataclass
+class _RollBack:
+    """What a roll-back did: files put back; files it could not put back (the journal stays, for another try); files
+    changed after the write, left as they are (an original stays in its `.orig` file); files holding the write's
+    content whose original is gone (nothing can put them back)."""
+
+    put_back: int = 0
+    failed: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        """One line: the files put back and every file that is not as before the write."""
+        line = f"rolled back ({self.put_back} files put back)"
+        if self.changed:
+            line += f"; changed since, left as they are: {', '.join(self.changed)}"
+        if self.lost:
+            line += (
+                f"; cannot put back {', '.join(self.lost)}: its original was deleted after the write was killed, so "
+                "it keeps the interrupted write's content. Restore it yourself (`git checkout -- FILE` in a "
+                "checkout) or keep it"
+            )
+        return line if self.changed or self.lost else f"{line}; the tree is as before it"
+
+
+def _roll_back(written: list[Entry], replacing: bool) -> _RollBack:
+    """Undo a transaction from what the files show (`_RollBack`)."""
+    done = _RollBack()
+    for entry in written:
         if not replacing or entry.new.exists():  # not replaced
             _remove([entry.new, entry.orig])
             continue
         if not entry.target.exists() and not entry.orig.exists():
             continue  # a new file never written, or one already put back by a roll-back that was stopped
         if not _holds_new(entry):
-            if entry.orig.exists():  # else it was put back already, by a roll-back that was stopped
-                changed.append(f"{entry.target} (its original is in {entry.orig})")
+            if entry.orig.exists():
+                done.changed.append(f"{entry.target} (its original is in {entry.orig})")
+            elif not entry.existed:
+                done.changed.append(f"{entry.target} (made by the interrupted write)")
+            # else it was put back already, by a roll-back that was stopped
             continue
         if entry.existed and not entry.orig.exists():
-            lost.append(f"{entry.target} (no {entry.orig.name} beside it)")
+            done.lost.append(f"{entry.target} (no {entry.orig.name} beside it)")
             continue
         try:
             if entry.existed:
                 os.replace(entry.orig, entry.target)
             else:
                 os.unlink(entry.target)
-            put_back += 1
+            done.put_back += 1
         except OSError as error:
             kept = f"; original kept in {entry.orig}" if entry.existed else ""
-            failed.append(f"{entry.target} ({error.strerror or error}{kept})")
-    return put_back, failed, changed, lost
+            done.failed.append(f"{entry.target} ({error.strerror or error}{kept})")
+    return done
+
+
+def _sync_directories(written: list[Entry]) -> None:
+    """Flush the directories of the staged files (POSIX), so that a journal saying "replacing" never outlives them."""
+    if os.name != "posix":
+        return
+    for directory in sorted({entry.target.parent for entry in written}):
+        descriptor = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
 
 
 def write_files(files: list[SourceFile], read_as: list[bytes | None] | None = None, *, tree: Path) -> None:
@@ -378,8 +317,8 @@ def write_files(files: list[SourceFile], read_as: list[bytes | None] | None = No
 
     Raises `SourceError` when a file cannot be written or has changed since it was read; its message says whether
     anything was left written (only when putting back a replaced file failed too; the journal then stays, for
-    `recover` to try again). Raises `Interrupted` for SIGINT, SIGTERM or SIGHUP, after rolling back (or, for a signal
-    that came after the last replacement, after finishing).
+    `recover` to try again) and names a file changed meanwhile. Raises `Interrupted` for SIGINT, SIGTERM or SIGHUP,
+    after rolling back (or, for a signal that came after the last replacement, after finishing).
     """
     tree = _target(tree)
     targets = [_target(file.path) for file in files]
@@ -395,93 +334,106 @@ def write_files(files: list[SourceFile], read_as: list[bytes | None] | None = No
         (target.relative_to(tree), target.exists(), hashlib.sha256(file.encoded()).hexdigest())
         for file, target in zip(files, targets)
     ]
-    entries = _entries(tree, transaction, planned)
+    written = entries(tree, transaction, planned)
     with _locked(tree), _Signals() as signals:
-        signals.holding = True  # the journal is created whole, or not at all
-        try:
-            _write_journal(tree, transaction, "staging", entries, create=True)
-        except FileExistsError as error:
+        if has_journal(tree):
             raise SourceError(
                 f"cannot write {tree}: {tree / JOURNAL} exists (a write was interrupted; the next `tileblend rewrite` "
                 "rolls it back); nothing was written"
-            ) from error
+            )
+        signals.holding = True  # the journal is created whole, or not at all
+        try:
+            write_journal(tree, transaction, "staging", written)
         except OSError as error:
+            _remove([tree / JOURNAL_ASIDE])
             raise SourceError(f"cannot write {tree / JOURNAL}: {error}; nothing was written") from error
         replacing, current = False, tree / JOURNAL
         try:
             signals.holding = False
             if signals.received is not None:  # it came while the journal was written
-                raise Interrupted(signals.received, written=False)
-            for file, entry in zip(files, entries):
+                raise Interrupted(signals.received, NOTHING_WRITTEN)
+            for file, entry in zip(files, written):
                 current = entry.target
                 like = entry.target.stat() if entry.existed else None
                 _stage(entry.new, file.encoded(), like)
                 if like is not None:
                     _stage(entry.orig, entry.target.read_bytes(), like)
+            _sync_directories(written)
             current = tree / JOURNAL
-            _write_journal(tree, transaction, "replacing", entries)
+            write_journal(tree, transaction, "replacing", written)
             replacing = True
-            for entry, original in zip(entries, read_as):
+            for entry, original in zip(written, read_as):
                 current = entry.target
                 if original is not _UNCHECKED:
                     _check_unchanged(entry.target, original)
                 os.replace(entry.new, entry.target)
-            signals.holding = True  # from here on the write completes
+            signals.holding, signals.outcome = True, "every file was written"  # from here on the write completes
             current = tree / JOURNAL
-            _write_journal(tree, transaction, "committed", entries)
+            write_journal(tree, transaction, "committed", written)
         except BaseException as error:
             signals.holding = True  # a roll-back in progress finishes
-            put_back, failed, _, _ = _roll_back(entries, replacing)
-            if failed:
-                raise SourceError(f"cannot write {current}: {error}; left written: {', '.join(failed)}") from error
-            _remove([tree / JOURNAL, tree / f"{JOURNAL}.tmp"])
+            done = _roll_back(written, replacing)
+            if done.failed:
+                raise SourceError(
+                    f"cannot write {current}: {error}; left written: {', '.join(done.failed)}"
+                ) from error
+            _remove([tree / JOURNAL, tree / JOURNAL_ASIDE])
+            outcome = NOTHING_WRITTEN + (
+                f"; changed meanwhile, left as they are: {', '.join(done.changed)}" if done.changed else ""
+            )
+            if isinstance(error, Interrupted):
+                error.outcome = outcome
             if not isinstance(error, Exception):
                 raise
-            done = f" (files replaced before it, put back: {put_back})" if replacing else ""
-            raise SourceError(f"cannot write {current}: {error}; nothing was written{done}") from error
-        _remove([entry.orig for entry in entries] + [tree / JOURNAL])
+            put_back = f" (files replaced before it, put back: {done.put_back})" if replacing else ""
+            raise SourceError(f"cannot write {current}: {error}; {outcome}{put_back}") from error
+        _remove([entry.orig for entry in written] + [tree / JOURNAL])
 
 
 def recover(tree: Path) -> str | None:
     """Finish the transaction an earlier write of `tree` left (it was killed): roll it back if it had not committed,
     else remove what it left. A file changed after that write is left as it is, its original kept beside it. Return
-    one line saying what was found and done, or None when there was nothing.
+    one line saying what was found and done, or None when there was nothing. SIGINT, SIGTERM and SIGHUP wait until
+    it is done, then raise `Interrupted`, which says what it did.
 
-    The journal comes from the tree, so it is checked before anything is touched (`_read_journal`): one that is not
-    a regular file, or fails a check, raises `JournalRefused` and stays, with every file as it is.
+    The journal comes from the tree, so `tileblend.upstream.journal.read_journal` checks it before anything is
+    touched: one it refuses raises `JournalRefused` and stays, every file as it is.
 
-    Raises `SourceError` when a write is running there or a file cannot be put back (the journal stays, for the next
-    try), and after putting back every file it could when an original is missing (deleted after the kill: nothing
+    Raises `SourceError` when a write is running there, or a file cannot be put back (the journal stays, for the next
+    try), and, after putting back every file it could, when an original is missing (deleted after the kill: nothing
     can put that file back; the journal is removed, so later writes run)."""
     tree = _target(tree)
     journal = tree / JOURNAL
-    if not has_journal(tree):
+    if not has_journal(tree) and not os.path.lexists(tree / JOURNAL_ASIDE):
         return None
-    with _locked(tree):
-        phase, entries = _read_journal(tree)
-        _remove([tree / f"{JOURNAL}.tmp"])
-        if phase == "committed":
-            removed = _remove(path for entry in entries for path in (entry.orig, entry.new))
-            journal.unlink()
-            return (
-                f"found {journal} of a write that finished: removed its {removed} leftover backups; the files stay "
-                "written"
-            )
-        put_back, failed, changed, lost = _roll_back(entries, replacing=phase == "replacing")
-        if failed:
-            raise SourceError(
-                f"cannot roll back the interrupted write of {journal}: cannot put back {', '.join(failed)}"
-            )
-        journal.unlink()
-    kept = f"; changed since, left as they are: {', '.join(changed)}" if changed else ""
-    if lost:
-        raise SourceError(
-            f"found {journal} of an interrupted write: rolled back ({put_back} files put back){kept}; cannot put "
-            f"back {', '.join(lost)}: its original was deleted after the write was killed, so it keeps the "
-            "interrupted write's content. Restore it yourself (`git checkout -- FILE` in a checkout) or keep it; "
-            "the journal is removed"
-        )
-    return f"found {journal} of an interrupted write: rolled back ({put_back} files put back){kept or '; the tree is as before it'}"
+    with _locked(tree), _Signals() as signals:
+        signals.holding = True
+        if not has_journal(tree):  # killed while the journal was written aside, before anything was staged
+            if not _remove([tree / JOURNAL_ASIDE]):
+                return None
+            found = f"removed {tree / JOURNAL_ASIDE}, left by a write killed before it began"
+        else:
+            phase, written = read_journal(tree)
+            _remove([tree / JOURNAL_ASIDE])
+            if phase == "committed":
+                removed = _remove(path for entry in written for path in (entry.orig, entry.new))
+                journal.unlink()
+                found = (
+                    f"found {journal} of a write that finished: removed its {removed} leftover backups; the files "
+                    "stay written"
+                )
+            else:
+                done = _roll_back(written, replacing=phase == "replacing")
+                if done.failed:
+                    raise SourceError(
+                        f"cannot roll back the interrupted write of {journal}: cannot put back {', '.join(done.failed)}"
+                    )
+                journal.unlink()
+                found = f"found {journal} of an interrupted write: {done.describe()}"
+                if done.lost:
+                    raise SourceError(f"{found}; the journal is removed")
+        signals.outcome = f"{found}; nothing else was written"
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
