@@ -19,7 +19,7 @@ import torch
 import tileblend
 from tileblend import cli
 from tileblend.calls import record_blends
-from tileblend.streamed import install, source
+from tileblend.streamed import families, install, source
 from tileblend.tiny_models import MODELS, build_model, make_input, missing_class, run_path
 
 
@@ -201,3 +201,20 @@ def test_run_flag_streams_the_scripts_decodes(tmp_path, capsys):
     finally:
         tileblend.disable()
     assert f"tiled decode streamed for {len(source.COVERED)} classes" in capsys.readouterr().err
+
+
+def test_verify_checks_the_streamed_decode(monkeypatch):
+    from tileblend.verify import streamed_checks
+
+    result = streamed_checks.verify_streamed(MODELS["kl"], torch.float32, "cpu")
+    assert result.exact and result.same_calls and result.blend_calls and result.ok
+    walk = families.decode_rows
+
+    def off_by_one_ulp(model, grid, decode_tile):
+        output = walk(model, grid, decode_tile)
+        output[..., -1, -1] = torch.nextafter(output[..., -1, -1], torch.tensor(float("inf")))
+        return output
+
+    monkeypatch.setattr("tileblend.streamed.families.decode_rows", off_by_one_ulp)
+    result = streamed_checks.verify_streamed(MODELS["kl"], torch.float32, "cpu")
+    assert result.exact is False and not result.ok
