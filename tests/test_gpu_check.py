@@ -3,7 +3,6 @@ sizes, as a machine without a GPU (CI) runs it."""
 
 import importlib.util
 import json
-import os
 import re
 import subprocess
 import sys
@@ -48,24 +47,13 @@ def test_models_must_name_a_kind_and_a_checkpoint(gpu_check, word):
         gpu_check.parse_models([word])
 
 
-@pytest.fixture
-def snapshot() -> Path:
-    """The upstream snapshot (shared/upstream); CI has it."""
-    path = REPO.parent / "shared" / "upstream" / "diffusers-main.tar.gz"
-    if not path.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{path} is missing: CI must run the PR's tests in gpu-check")
-        pytest.skip(f"{path} is absent (see shared/upstream/README.md)")
-    return path
-
-
-def test_gpu_check_runs_end_to_end_on_the_cpu(tmp_path, snapshot):
+def test_gpu_check_runs_end_to_end_on_the_cpu(tmp_path, upstream_snapshot):
     """Every step runs and passes at tiny sizes (the CUDA tests are reported SKIPPED with their count), the summary
     holds the decode table with each row's weights named, and the PR's added tests and its benchmark script on main and
     on the branch run in copies of the snapshot."""
     out = tmp_path / "gpu-check"
     command = [sys.executable, str(REPO / "utils" / "gpu_check.py"), "--device", "cpu", "--out", str(out)]
-    command += ["--upstream", str(snapshot)]
+    command += ["--upstream", str(upstream_snapshot)]
     completed = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=3600)
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
 

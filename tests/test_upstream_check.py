@@ -1,9 +1,10 @@
-"""`make upstream-check` on upstream main (../shared/upstream/diffusers-main.tar.gz): the rewrite judged by upstream's
-own check_copies.py, ruff and autoencoder tests, with the tests it adds in upstream's tester-mixin layout.
+"""`make upstream-check` on upstream main (the snapshot `make upstream-snapshot` writes): the rewrite judged by
+upstream's own check_copies.py, ruff and autoencoder tests, with the tests it adds in upstream's tester-mixin layout.
 
-The snapshot is extracted to a temporary directory at test time. Without it the tests skip, except under CI=true,
-where they fail: CI must run them. The whole check of one layout (two copies' autoencoder tests in parallel, then the
-added tests against a broken blend) is one test, so that `pytest -n 2` runs it in one worker only.
+The snapshot is extracted to a temporary directory at test time. Without it the tests skip, except where
+TILEBLEND_REQUIRE_SNAPSHOT=1, where they fail: CI must run them (tests/conftest.py). The whole check of one layout
+(two copies' autoencoder tests in parallel, then the added tests against a broken blend) is one test, so that
+`pytest -n 2` runs it in one worker only.
 """
 
 import ast
@@ -33,7 +34,6 @@ pytestmark = pytest.mark.slow  # starts processes: not in the fast tier (`-m 'no
 
 
 REPO = Path(__file__).resolve().parents[1]
-SNAPSHOT = REPO.parent / "shared" / "upstream" / "diffusers-main.tar.gz"
 # Rewritten classes of upstream main without a test file upstream: their copies are covered by check_copies.py.
 WITHOUT_TEST_FILE = {
     "AutoencoderKLFlux2",
@@ -45,19 +45,10 @@ WITHOUT_TEST_FILE = {
 
 
 @pytest.fixture(scope="module")
-def snapshot_tarball() -> Path:
-    if not SNAPSHOT.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{SNAPSHOT} is missing: CI must run the upstream check")
-        pytest.skip(f"{SNAPSHOT} is absent (upstream main snapshot, see shared/upstream/README.md)")
-    return SNAPSHOT
-
-
-@pytest.fixture(scope="module")
-def checkout(snapshot_tarball, tmp_path_factory) -> Path:
+def checkout(upstream_snapshot, tmp_path_factory) -> Path:
     """An extracted, untouched copy of the snapshot (never modified by the tests)."""
     work = tmp_path_factory.mktemp("snapshot")
-    with tarfile.open(snapshot_tarball) as archive:
+    with tarfile.open(upstream_snapshot) as archive:
         archive.extractall(work, filter="data")
     return work / "diffusers"
 
