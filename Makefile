@@ -9,7 +9,7 @@ VERSION_TESTS := tests/test_blend_contract.py tests/test_blend_properties.py tes
 	tests/test_verify.py tests/test_models_tiled_parity.py tests/test_models_registry.py tests/test_recognize.py \
 	tests/test_rewrite.py tests/test_compile.py
 
-.PHONY: test-floor test-newest install demo test style quality bench fix-copies upstream-pr upstream-check upstream-bugs exact-vs-simple results gpu-check launches
+.PHONY: test-floor test-newest install demo durations test style quality bench fix-copies upstream-pr upstream-check upstream-bugs upstream-snapshot exact-vs-simple results gpu-check launches
 
 $(STAMP): setup.py constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,11 +19,18 @@ $(STAMP): setup.py constraints.txt
 
 install: $(STAMP)
 
-# The main job: bitwise parity of every patched diffusers blend on this machine's CPU.
+# The main job: bitwise parity of every patched diffusers blend on this machine's CPU, then tiled encode and decode of
+# four tiny models (an image VAE, two video VAEs, one with frame seams); ALL=1: all 19 (`tileblend verify`).
+DEMO_MODELS := kl wan cogvideox ltx2-video
 demo: install
-	$(BIN)/tileblend verify --device cpu
+	$(BIN)/tileblend verify --device cpu $(if $(ALL),,--models $(DEMO_MODELS))
+
+# How long the documented commands take here (wall, CPU seconds, load, work): the table of docs/results.md.
+durations: install
+	$(BIN)/python utils/durations.py --write docs/results.md
 
 test: install
+	@echo "make test: the whole suite, about 10 minutes on 2 CPU cores (README.md); pytest prints a dot per test"
 	$(BIN)/python -m pytest -n 2 --dist loadgroup tests
 
 # The other supported versions (docs/usage.md#supported-versions), each in its own venv: the floor (constraints-floor.txt)
@@ -95,6 +102,12 @@ upstream-pr: install
 exact-vs-simple: install
 	mkdir -p out
 	$(BIN)/python utils/exact_vs_simple.py --json out/exact-vs-simple.json
+
+# Upstream diffusers main at the pinned commit, downloaded from GitHub and checked (utils/upstream_snapshot.py): the
+# tree the upstream tests judge the rewrite on, written to upstream-snapshot/ (ignored). Without network it says where
+# to save the download.
+upstream-snapshot:
+	$(PYTHON) utils/upstream_snapshot.py
 
 # Judge the rewrite with upstream's own tools on copies of DIFFUSERS=path (a checkout or a .tar.gz of one):
 # check_copies.py, ruff, and tests/models/autoencoders (-k "tiling or slicing or blend"; FULL=1: all of it) on a
