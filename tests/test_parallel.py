@@ -259,7 +259,8 @@ def check_bad_inputs(world_size, results):
         assert errors["different weights"].startswith("ParallelTilingError: the ranks were given different weights")
         assert errors["dst not an int"].startswith("ValueError: dst must be a rank of the group")
         assert errors["timeout a string"] == (
-            "ValueError: timeout must be a positive number of seconds or a datetime.timedelta, not '30'"
+            "ValueError: timeout must be a positive number of seconds or a datetime.timedelta, at most 1e+09 s "
+            "(about 31 years), not '30'"
         )
         last = world_size - 1
         assert errors["rank fails"] == (

@@ -38,13 +38,21 @@ __all__ = [
 ]
 
 
+MAX_TIMEOUT = datetime.timedelta(seconds=1e9)
+"""The longest `timeout`, about 31 years: past about 9e9 s, gloo's end of a wait overflows and the wait never ends."""
+
+
 def _timeout(timeout) -> datetime.timedelta:
-    """`timeout` as a `datetime.timedelta`: a timedelta, or seconds as a number; positive."""
-    if isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
-        timeout = datetime.timedelta(seconds=timeout)
-    if not isinstance(timeout, datetime.timedelta) or timeout <= datetime.timedelta(0):
-        raise ValueError(f"timeout must be a positive number of seconds or a datetime.timedelta, not {timeout!r}")
-    return timeout
+    """`timeout` as a `datetime.timedelta`: a timedelta, or seconds as a number; positive, at most `MAX_TIMEOUT`
+    (`ValueError` otherwise, also for infinity and NaN)."""
+    seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else timeout
+    number = isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
+    if not number or not 0 < seconds <= MAX_TIMEOUT.total_seconds():
+        raise ValueError(
+            "timeout must be a positive number of seconds or a datetime.timedelta, at most "
+            f"{MAX_TIMEOUT.total_seconds():g} s (about 31 years), not {timeout!r}"
+        )
+    return datetime.timedelta(seconds=seconds)
 
 
 def _group(group):
@@ -68,7 +76,8 @@ def decode(
 ):
     """`vae.decode(latents, *args, **kwargs)` with its tiles split over the ranks of `group`.
 
-    Every rank must call it with the same latents (checked: different inputs raise `ParallelTilingError` on all).
+    Every rank must call it with the same latents and other arguments (checked: different ones, such as LTX's `temb`,
+    raise `ParallelTilingError` on all).
     It runs under `torch.no_grad()`: inference only, the output does not track gradients.
 
     Args:
@@ -76,8 +85,8 @@ def decode(
         dst: the rank (in `group`) that gets the result; the others return None and never hold the whole output.
             None (the default): every rank gets it.
         timeout: one deadline for the whole call, its own work included (every wait, the plan's too, takes what
-            is left of it), in seconds or as a `datetime.timedelta`: give a decode that computes for long a larger
-            one. Past it, or when a rank fails or dies, every rank raises `ParallelTilingError` naming the rank(s)
+            is left of it), in seconds or as a `datetime.timedelta`, at most `MAX_TIMEOUT` (about 31 years): give a
+            decode that computes for long a larger one. Past it, or when a rank fails or dies, every rank raises `ParallelTilingError` naming the rank(s)
             and what happened (on gloo; other backends name no rank). The ranks agree on success before returning,
             so every rank returns or every rank raises, short of the deadline passing during that last exchange.
             The group is unusable after an error.
@@ -114,7 +123,8 @@ def tiled(vae, group=None, dst: int | None = None, timeout: datetime.timedelta |
     """A block inside which `vae.decode` and `vae.encode` (where the class splits) run split over `group`'s ranks,
     whoever calls them: `with tileblend.parallel.tiled(pipe.vae): pipe(...)`. Only `vae` is affected (a copy of it,
     other instances of its class and other threads' models are not), and it pickles and deep-copies as outside.
-    Like `decode`, the split calls run without gradient tracking.
+    Like `decode`, the split calls run without gradient tracking. `decode`/`encode` called on `vae` inside the block
+    split once, with their own `group`, `dst` and `timeout`.
     """
     timeout, group = _timeout(timeout), _group(group)
     paths = []

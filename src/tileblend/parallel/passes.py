@@ -14,13 +14,16 @@ The random generators (the global ones and a `generator` argument) are set back 
 single-device pass leaves them.
 """
 
+import contextlib
 import datetime
+import hashlib
+import threading
 import weakref
 import zlib
 
 import torch
 import torch.distributed as dist
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_flatten, tree_map
 
 from ..patch import enabled
 from . import exchange
@@ -56,6 +59,24 @@ def _run(model, path: str, x: torch.Tensor, args, kwargs):
     return getattr(type(model), path)(model, x, *args, **kwargs)
 
 
+_splitting = threading.local()  # `depth` > 0 while this thread runs `run_parallel`
+
+
+def splitting() -> bool:
+    """Whether this thread runs a split call (`run_parallel`) now: a `decode`/`encode` that `tileblend.parallel.tiled`
+    installed runs the model's own method then, so that a split call inside a `tiled()` block is split once."""
+    return getattr(_splitting, "depth", 0) > 0
+
+
+@contextlib.contextmanager
+def _split_call():
+    _splitting.depth = getattr(_splitting, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _splitting.depth -= 1
+
+
 def run_parallel(model, path: str, x: torch.Tensor, args, kwargs, *, group, dst, timeout):
     """Run `model.<path>(x, *args, **kwargs)` ("encode" or "decode") split over `group`; see `tileblend.parallel`.
 
@@ -63,6 +84,11 @@ def run_parallel(model, path: str, x: torch.Tensor, args, kwargs, *, group, dst,
         The output (None on a rank other than `dst`), and this rank's `ParallelTraffic` (None in a group of one,
         which runs the plain path).
     """
+    with _split_call():
+        return _run_parallel(model, path, x, args, kwargs, group=group, dst=dst, timeout=timeout)
+
+
+def _run_parallel(model, path: str, x: torch.Tensor, args, kwargs, *, group, dst, timeout):
     deadline = exchange.Deadline.after(timeout)
     split = split_of(model, path)
     rank, world_size = dist.get_rank(group), dist.get_world_size(group)
@@ -74,6 +100,7 @@ def run_parallel(model, path: str, x: torch.Tensor, args, kwargs, *, group, dst,
         with torch.no_grad():
             facts = {
                 "inputs (shape or values)": exchange.fingerprint(x),
+                "arguments besides the input": _arguments_digest(args, kwargs),
                 "dst": torch.tensor([-1.0 if dst is None else float(dst) if valid_dst else -2.0]),
                 "tiling switches": torch.tensor([float(tiling)]),
                 "model classes or tile settings": _model_digest(model),
@@ -119,6 +146,26 @@ def run_parallel(model, path: str, x: torch.Tensor, args, kwargs, *, group, dst,
         # Every rank returns, or every rank raises: a rank that failed to blend, or is late, fails the call on all.
         exchange.check_status(error, group, device, deadline, "finish the call", "blending the tiles")
         return result, traffic
+
+
+def _arguments_digest(args, kwargs) -> torch.Tensor:
+    """A SHA-256 (its first 128 bits, as four float64 numbers) of the call's arguments besides the input: their
+    structure, each tensor's `exchange.fingerprint`, each generator's state's, each plain value, the type of anything
+    else. Keyword order does not count."""
+    leaves, structure = tree_flatten((tuple(args), dict(sorted(kwargs.items()))))
+    digest = hashlib.sha256(repr(structure).encode())
+    for leaf in leaves:
+        if isinstance(leaf, torch.Generator):
+            leaf = leaf.get_state()
+        if isinstance(leaf, torch.Tensor):
+            digest.update(exchange.fingerprint(leaf).numpy().tobytes())
+        elif leaf is None or isinstance(leaf, (bool, int, float, str)):
+            digest.update(repr(leaf).encode())
+        else:
+            digest.update(f"{type(leaf).__module__}.{type(leaf).__qualname__}".encode())
+        digest.update(b"\0")
+    words = digest.digest()[:16]
+    return torch.tensor([int.from_bytes(words[n : n + 4], "little") for n in range(0, 16, 4)], dtype=torch.float64)
 
 
 def _model_digest(model) -> torch.Tensor:

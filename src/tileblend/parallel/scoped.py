@@ -15,7 +15,7 @@ import threading
 import weakref
 
 from ..patch import wrapped_methods
-from .passes import run_parallel
+from .passes import run_parallel, splitting
 from .splits import DISPATCHERS
 
 
@@ -23,7 +23,6 @@ _lock = threading.RLock()
 _active = weakref.WeakKeyDictionary()  # model -> (group, dst, timeout) of the block it runs in
 # (cls, path) -> (the `wrapped_methods` block of its wrapper, the running blocks that use it)
 _installed: dict[tuple[type, str], tuple[contextlib.ExitStack, int]] = {}
-_inside = threading.local()  # `depth` > 0 while this thread runs a split call: the model's own method is called then
 
 
 def _wrapper(cls: type, path: str, original):
@@ -32,17 +31,13 @@ def _wrapper(cls: type, path: str, original):
     @functools.wraps(original)
     def method(self, *args, **kwargs):
         settings = _active.get(self)
-        if settings is None or getattr(_inside, "depth", 0):
+        if settings is None or splitting():  # inside a split call, this block's or `decode()`'s
             return original(self, *args, **kwargs)
         if not args and first not in kwargs:
             raise TypeError(f"{path}() missing the input argument {first!r}")
         x, args = (args[0], args[1:]) if args else (kwargs.pop(first), ())
         group, dst, timeout = settings
-        _inside.depth = getattr(_inside, "depth", 0) + 1
-        try:
-            return run_parallel(self, path, x, args, kwargs, group=group, dst=dst, timeout=timeout)[0]
-        finally:
-            _inside.depth -= 1
+        return run_parallel(self, path, x, args, kwargs, group=group, dst=dst, timeout=timeout)[0]
 
     DISPATCHERS.add(method)
     return method
