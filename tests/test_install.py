@@ -2,11 +2,13 @@
 
 This is what `pip install "git+<repo url>"` does: build a wheel from a clean checkout and install it. The test builds
 from a copy of the packaging files and `src/` (so the checkout stays clean), installs into a temporary target, and
-runs the command from another directory with only that target on the path.
+runs the command from another directory with only that target on the path. And the README's install steps, as
+written, in a fresh venv.
 """
 
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -82,3 +84,35 @@ def test_python_m_tileblend_from_the_install(installed, tmp_path):
 
 def test_console_script_from_the_install(installed, tmp_path):
     check_help(run_installed([str(installed / "bin" / "tileblend"), "--help"], installed, tmp_path))
+
+
+def readme_install_steps() -> list[str]:
+    """The shell lines of the README's install steps: its bash blocks under "Try it on your diffusers code"."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Try it on your diffusers code", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```bash\n(.*?)```", section, flags=re.DOTALL)
+    return [line.strip() for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def test_the_readme_install_steps_work_as_written_in_a_fresh_venv(tmp_path):
+    """The README's steps, literally, from a new `python3 -m venv` (whose pip may be too old for the install line
+    without the README's upgrade), with the repository URL a git+file URL of this checkout's committed tree; then the
+    check the README names, `tileblend verify --quick`. torch comes from whatever index or folder pip is configured
+    with here (this project's machines keep the CPU wheel on disk)."""
+    steps = readme_install_steps()
+    assert any(line.startswith("python3 -m venv") for line in steps), steps
+    assert any('"tileblend[bench] @ git+<repository URL>"' in line for line in steps), steps
+    assert "`tileblend verify --quick`" in (ROOT / "README.md").read_text(encoding="utf-8")
+    script = "\n".join(["set -euo pipefail", *steps, "tileblend verify --quick --no-progress"])
+    script = script.replace("<repository URL>", ROOT.as_uri())
+    # The user's shell: none of this checkout's venv on PATH, no PYTHONPATH.
+    path = os.pathsep.join(entry for entry in os.environ["PATH"].split(os.pathsep) if str(ROOT) not in entry)
+    environment = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    completed = subprocess.run(
+        ["bash", "-c", script], cwd=tmp_path, env=environment | {"PATH": path}, capture_output=True, text=True,
+        timeout=3600,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    assert re.search(r"(\d+) of \1 method/dtype pairs exact on cpu", completed.stdout), completed.stdout[-2000:]
+    [installed] = (tmp_path / "tileblend-env").glob("lib/python*/site-packages/tileblend/__init__.py")
+    assert installed.is_file()  # a real install in the new venv, not this checkout
