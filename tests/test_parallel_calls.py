@@ -86,7 +86,12 @@ def results(tmp_path_factory) -> list[dict]:
     return ranks
 
 
+IN_THE_GROUP = pytest.mark.xdist_group("gloo-calls")
+"""The tests that read the group's results: one xdist worker runs them all (`--dist loadgroup`), so it starts once."""
+
+
 @pytest.mark.slow  # starts processes: not in the fast tier (`-m 'not slow'`)
+@IN_THE_GROUP
 @pytest.mark.parametrize("case", ["different temb", "different temb by keyword", "different values"])
 def test_ranks_passing_different_arguments_besides_the_input_raise_on_every_rank(results, case):
     for rank_results in results:
@@ -96,6 +101,7 @@ def test_ranks_passing_different_arguments_besides_the_input_raise_on_every_rank
 
 
 @pytest.mark.slow
+@IN_THE_GROUP
 def test_decode_inside_a_tiled_block_of_the_same_model_splits_once(results):
     for rank_results in results:
         inside = rank_results["decode inside tiled"]
