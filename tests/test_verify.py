@@ -100,6 +100,9 @@ def test_cli_writes_json_and_table(tmp_path, capsys, no_method_checks):
     code = cli.main(["verify", "--device", "cpu", "--models", "kl", "--dtype", "float32", "--json", str(record_path)])
     assert code == 0
     records = json.loads(record_path.read_text())
+    streamed = [r for r in records if r["check"] == "streamed"]
+    assert [(r["model"], r["dtype"], r["exact"], r["ok"]) for r in streamed] == [("kl", "float32", True, True)]
+    records = [r for r in records if r["check"] != "streamed"]
     assert [(r["model"], r["path"], r["dtype"]) for r in records] == [
         ("kl", "encode", "float32"),
         ("kl", "decode", "float32"),
