@@ -207,12 +207,25 @@ def _mixin_edits(mixin: ast.ClassDef, lines: list[str], code: UpstreamCode, path
     return edits
 
 
+def mixin_class(tree: ast.Module, path: Path) -> ast.ClassDef | None:
+    """vae.py's `AutoencoderMixin` class (at module level), or None. Raises `RewriteError` where the module binds the
+    name more than once at module level (two classes, a class and an assignment or import): which one the models
+    derive from depends on the order the module runs."""
+    found = bindings(tree.body).get(SOURCE_CLASS, [])
+    if len(found) > 1:
+        raise RewriteError(
+            f"{path}: line {found[1][0]}: {SOURCE_CLASS} is bound more than once at module level (first at line "
+            f"{found[0][0]}): the rewrite cannot tell which one the models derive from; keep one; nothing was written"
+        )
+    return next((node for _, node in found if isinstance(node, ast.ClassDef) and node in tree.body), None)
+
+
 def mixin_methods(source: SourceFile) -> dict[str, str]:
     """The blend methods of vae.py's `AutoencoderMixin` as the file holds them (newlines normalized), by name."""
     tree = parse_source(source.text, source.path)
     lines = split_lines(source.text)
-    classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == SOURCE_CLASS]
-    methods = [node for node in classes[0].body if isinstance(node, ast.FunctionDef)] if classes else []
+    mixin = mixin_class(tree, source.path)
+    methods = [node for node in mixin.body if isinstance(node, ast.FunctionDef)] if mixin else []
     return {
         node.name: normalize_newlines("".join(lines[first_line(node) : node.end_lineno]))
         for node in methods
@@ -227,8 +240,8 @@ def plan_vae(source: SourceFile, code: UpstreamCode, version: str, inherit: bool
     `AutoencoderMixin`."""
     plan = FileRewrite(path=source.path, kind=FileKind.VAE, old=source.text, new=source.text, encoding=source.encoding)
     tree = parse_source(source.text, source.path)
-    classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == SOURCE_CLASS]
-    if not classes:
+    mixin = mixin_class(tree, source.path)
+    if mixin is None:
         raise RewriteError(
             f"{source.path} has no class {SOURCE_CLASS} (diffusers {version}): tileblend rewrite supports "
             f"diffusers {FIRST_SUPPORTED_VERSION} and later, where the blends' source can be a method of "
@@ -236,7 +249,7 @@ def plan_vae(source: SourceFile, code: UpstreamCode, version: str, inherit: bool
         )
     lines = split_lines(source.text)
     edits = _copy_edits(plan, lines, tree, code, inherit, mixin_methods(source))
-    mixin_edits = _mixin_edits(classes[0], lines, code, source.path)
+    mixin_edits = _mixin_edits(mixin, lines, code, source.path)
     plan.mixin_written = not mixin_edits
     plan.new = apply_edits(lines, edits + mixin_edits, source.newline, source.path)
     return plan
