@@ -34,3 +34,24 @@ def test_a_mixin_bound_twice_is_refused(tmp_path, capsys, second, inherit):
     (autoencoders / "vae.py").write_text(vae)
     err = refused(tmp_path, capsys, *inherit)
     assert f"vae.py: line {line_of(vae, second)}: AutoencoderMixin is bound more than once at module level" in err
+
+
+BASE = "class TilingBase:\n    def blend_v(self, a, b, blend_extent):\n        return b\n"
+
+
+def test_a_blend_method_of_a_base_of_the_mixin_is_refused(tmp_path, capsys):
+    """A blend method moved into a class `AutoencoderMixin` derives from (in vae.py, or imported from another module
+    of the tree) would be shadowed by the method the rewrite adds to the mixin: refused, naming it."""
+    autoencoders = make_tree(tmp_path)
+    vae = VAE.replace("class AutoencoderMixin:", BASE + "\n\nclass AutoencoderMixin(TilingBase):")
+    (autoencoders / "vae.py").write_text(vae)
+    err = refused(tmp_path, capsys)
+    assert f"vae.py: line {line_of(vae, '    def blend_v')}: TilingBase.blend_v, in a base of AutoencoderMixin" in err
+
+    (autoencoders / "base.py").write_text(
+        "class Deeper:\n    blend_h = None\n\n\nclass TilingBase(Deeper):\n    pass\n"
+    )
+    vae = VAE.replace("class AutoencoderMixin:", "class AutoencoderMixin(TilingBase):")
+    (autoencoders / "vae.py").write_text("from .base import TilingBase\n" + vae)
+    err = refused(tmp_path, capsys, "--inherit")
+    assert "base.py: line 2: Deeper.blend_h, in a base of AutoencoderMixin" in err

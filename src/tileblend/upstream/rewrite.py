@@ -37,6 +37,7 @@ from pathlib import Path
 from .blend_methods import SOURCE_CLASS, UpstreamCode, upstream_code
 from .edits import RewriteError
 from .journal import JOURNAL, has_journal
+from .mixin_bases import check_mixin_bases
 from .model_files import VAE_MODULE, FileKind, FileRewrite, MethodId, mixin_methods, plan_module, plan_vae
 from .source_files import SourceError, SourceFile, find_package, one_name_per_file, read_source, split_lines
 from .test_files import plan_test_files
@@ -76,12 +77,14 @@ def plan_rewrite(path: Path, code: UpstreamCode | None = None, inherit: bool = F
     (`tileblend.upstream.model_files`; with `inherit`, the loops of classes deriving from `AutoencoderMixin` are
     deleted), then plan the test files. Raises `SourceError` (nothing written) for a tree it cannot rewrite: among
     others, one whose vae.py holds a mixin blend method tileblend did not write, one that binds a name the rewrite
-    adds, or one where a file it changes is reached under two names."""
+    adds, one where a base class of the mixin defines a blend method, or one where a file it changes is reached under
+    two names."""
     code = code or upstream_code()
     package, root = diffusers_tree(path)
     version = _version(package)
     vae_source = read_source(package / AUTOENCODERS / f"{VAE_MODULE}.py")
     earlier = mixin_methods(vae_source)
+    check_mixin_bases(vae_source, package, list(code.methods))
     modules = []
     for module in sorted((package / AUTOENCODERS).glob("*.py")):
         if module.stem != VAE_MODULE:
