@@ -55,3 +55,15 @@ def test_a_blend_method_of_a_base_of_the_mixin_is_refused(tmp_path, capsys):
     (autoencoders / "vae.py").write_text("from .base import TilingBase\n" + vae)
     err = refused(tmp_path, capsys, "--inherit")
     assert "base.py: line 2: Deeper.blend_h, in a base of AutoencoderMixin" in err
+
+
+def test_an_edited_copy_does_not_hide_the_inherit_layout(tmp_path, capsys):
+    """A copy edited by its user survives `--inherit`; it is not a sign of the copies layout, so the default layout
+    on that tree is still refused (it would call the tree up to date with the other copies missing)."""
+    autoencoders = make_tree(tmp_path)
+    assert tileblend(["rewrite", str(tmp_path)]) == 0
+    tiny = autoencoders / "tiny.py"
+    tiny.write_text(tiny.read_text().replace("        if blend_extent", "        print()\n        if blend_extent", 1))
+    assert tileblend(["rewrite", str(tmp_path), "--inherit"]) == 0
+    assert "deleted (inherited): TinyVAE.blend_h" in capsys.readouterr().out
+    assert "is rewritten in the --inherit layout" in refused(tmp_path, capsys)

@@ -73,7 +73,7 @@ class FileRewrite:
     edited: list[MethodId] = field(default_factory=list)  # under tileblend's "Copied from", not its text: left alone
     nested: list[MethodId] = field(default_factory=list)  # loops in a class that is not at module level
     deleted: list[MethodId] = field(default_factory=list)  # deleted: the class inherits the mixin's
-    derived: list[MethodId] = field(default_factory=list)  # loops and our copies (edited too) in mixin subclasses
+    derived: list[MethodId] = field(default_factory=list)  # loops and our unedited copies in mixin subclasses
     mixin_written: bool = False  # vae.py only: AutoencoderMixin holds tileblend's three methods already
 
     @property
@@ -138,9 +138,9 @@ def _copy_edits(
         text = normalize_newlines("".join(lines[start : function.end_lineno]))
         written = text == "".join([comment, *_indent(code.methods[function.name], indent)])
         ours = target == code.copied_from(function.name).removeprefix("diffusers.")
-        if _inherits_mixin(cls) and (ours or recognize(function) is not None):
-            plan.derived.append(name)
         synced = function.name in earlier and text == "".join([comment, *_indent(earlier[function.name], indent)])
+        if _inherits_mixin(cls) and (written or synced or recognize(function) is not None):
+            plan.derived.append(name)
         if not synced and recognize(function) is None and not written:
             (plan.edited if ours else plan.skipped).append(name)
             continue

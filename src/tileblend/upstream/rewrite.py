@@ -97,8 +97,8 @@ def plan_rewrite(path: Path, code: UpstreamCode | None = None, inherit: bool = F
     vae = next(plan for plan in modules if plan.kind is FileKind.VAE)
     if not inherit and vae.mixin_written and not any(plan.derived for plan in modules):
         raise RewriteError(
-            f"{path} is rewritten in the --inherit layout: no class deriving from {SOURCE_CLASS} has a blend method "
-            "left, and nothing in the tree says which had one; rewrite it with --inherit, or start from a pristine "
+            f"{path} is rewritten in the --inherit layout: no class deriving from {SOURCE_CLASS} has a loop or an "
+            "unedited copy left, and nothing in the tree says which had one; rewrite it with --inherit, or start from a pristine "
             "checkout; nothing was written"
         )
     tests = plan_test_files(root, modules) if root is not None else []
