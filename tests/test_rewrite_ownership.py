@@ -2,7 +2,7 @@
 names and comments it replaces. Each stops the rewrite with one line and writes nothing, or is reported."""
 
 import pytest
-from test_rewrite_code import VAE, files_of, line_of, make_tree
+from test_rewrite_code import VAE, files_of, layout_with_tests, line_of, make_tree
 
 from tileblend.cli import main as tileblend
 
@@ -67,3 +67,30 @@ def test_an_edited_copy_does_not_hide_the_inherit_layout(tmp_path, capsys):
     assert tileblend(["rewrite", str(tmp_path), "--inherit"]) == 0
     assert "deleted (inherited): TinyVAE.blend_h" in capsys.readouterr().out
     assert "is rewritten in the --inherit layout" in refused(tmp_path, capsys)
+
+
+GLOBAL = "def setup():\n    global blend_row_loop\n    blend_row_loop = None\n"
+
+
+def test_a_global_statement_of_an_added_name_is_refused(tmp_path, capsys, monkeypatch):
+    """`global NAME` in a function binds the module's NAME when it runs: refused like a module-level binding."""
+    tests = layout_with_tests(tmp_path, monkeypatch, utils="\n\n" + GLOBAL)
+    line = line_of((tests / "testing_utils.py").read_text(), "    global")
+    err = refused(tmp_path, capsys)
+    assert f"testing_utils.py: line {line}: blend_row_loop is bound there by other code than tileblend's" in err
+
+
+@pytest.mark.parametrize(
+    ("file", "target"),
+    [("vae.py", "AutoencoderMixin.blend_v"), ("tiny.py", "AutoencoderMixin.blend_t"), ("tiny.py", "TinyVAE.blend_h")],
+)
+def test_a_module_level_attribute_assignment_of_a_blend_is_refused(tmp_path, capsys, file, target):
+    """`AutoencoderMixin.blend_v = ...` or `<Model>.blend_h = ...` at module level replaces the method the rewrite
+    writes when the module runs: refused, naming the line."""
+    autoencoders = make_tree(tmp_path)
+    text = (autoencoders / file).read_text() + f"\n\n{target} = None\n"
+    (autoencoders / file).write_text(text)
+    err = refused(tmp_path, capsys)
+    assert (
+        f"{file}: line {line_of(text, f'{target} =')}: {target} is bound there by other code than tileblend's" in err
+    )

@@ -59,9 +59,12 @@ def first_line(node: ast.FunctionDef | ast.ClassDef) -> int:
 
 class _Bindings(ast.NodeVisitor):
     """Collects the names bound in the scope of the statements it visits: nested functions, classes, lambdas and
-    comprehensions are scopes of their own, so only their names (and a comprehension's `:=` targets) count."""
+    comprehensions are scopes of their own, so only their names (and a comprehension's `:=` targets) count, and, in a
+    module (`module`), the names a `global` statement anywhere inside them declares. An attribute assigned on a name
+    (`Cls.attr = ...`) is recorded as "Cls.attr"."""
 
-    def __init__(self):
+    def __init__(self, module: bool):
+        self.module = module
         self.found: dict[str, list[tuple[int, ast.AST]]] = {}
 
     def bind(self, name: str, line: int, node: ast.AST) -> None:
@@ -69,6 +72,11 @@ class _Bindings(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
         self.bind(node.name, first_line(node) + 1, node)
+        if self.module:
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Global):
+                    for name in inner.names:
+                        self.bind(name, inner.lineno, inner)
 
     visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef
 
@@ -82,6 +90,11 @@ class _Bindings(ast.NodeVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         if isinstance(node.ctx, ast.Store):
             self.bind(node.id, node.lineno, node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name):
+            self.bind(f"{node.value.id}.{node.attr}", node.lineno, node)
+        self.generic_visit(node)
 
     def visit_Import(self, node: ast.Import | ast.ImportFrom) -> None:
         for alias in node.names:
@@ -108,11 +121,12 @@ class _Bindings(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def bindings(body: list[ast.stmt]) -> dict[str, list[tuple[int, ast.AST]]]:
-    """Every name the statements `body` (a module's or a class's) bind in their own scope -> (line, node) of each
-    binding in source order: the `def`/`class` node of a definition, the statement of an import, else the bound
-    node."""
-    visitor = _Bindings()
+def bindings(body: list[ast.stmt], module: bool = True) -> dict[str, list[tuple[int, ast.AST]]]:
+    """Every name the statements `body` (a module's, or with `module` False a class's) bind in their own scope ->
+    (line, node) of each binding in visiting order: the `def`/`class` node of a definition, the statement of an
+    import or a `global`, else the bound node; "Cls.attr" for an attribute assigned on a name. What only running the
+    code shows is not seen: names a star-import brings, `globals()[...]`, `setattr`, code of other modules."""
+    visitor = _Bindings(module)
     for statement in body:
         visitor.visit(statement)
     return visitor.found

@@ -62,7 +62,7 @@ def check_mixin_bases(vae: SourceFile, package: Path, names: list[str]) -> None:
                 continue
             seen.add((found[0], found[2].name))
             pending.append(found)
-            bound = bindings(found[2].body)
+            bound = bindings(found[2].body, module=False)
             for name in names:
                 if name in bound:
                     raise RewriteError(

@@ -158,6 +158,16 @@ def _copy_edits(
     return edits
 
 
+def _check_attributes(plan: FileRewrite, tree: ast.Module) -> None:
+    """Raise `RewriteError` where the module assigns, at module level, a blend method of `AutoencoderMixin` or of a
+    class whose method the plan vectorizes (`Cls.blend_v = ...`): it would replace that method when the module runs."""
+    classes = {SOURCE_CLASS, *(method.cls for method in plan.vectorized)}
+    for name, found in bindings(tree.body).items():
+        cls, _, method = name.partition(".")
+        if cls in classes and BLEND_DEFINITION.match(f"def {method}"):
+            raise foreign_binding(plan.path, found[0][0], name, "method")
+
+
 def plan_module(
     source: SourceFile, code: UpstreamCode, inherit: bool = False, earlier: dict[str, str] | None = None
 ) -> FileRewrite:
@@ -172,6 +182,7 @@ def plan_module(
     lines = split_lines(source.text)
     tree = parse_source(source.text, source.path)
     edits = _copy_edits(plan, lines, tree, code, inherit, earlier or {})
+    _check_attributes(plan, tree)
     plan.new = apply_edits(lines, edits, source.newline, source.path)
     return plan
 
@@ -181,7 +192,7 @@ def _mixin_edits(mixin: ast.ClassDef, lines: list[str], code: UpstreamCode, path
     (`tileblend.upstream.written_methods`: the whole method, decorators to last line), the missing ones appended to
     the class. Raises `RewriteError` for a method of that name that is neither (an edited body under tileblend's
     docstring too), and for any other binding of the name in the class body."""
-    bound = bindings(mixin.body)
+    bound = bindings(mixin.body, module=False)
     edits, appended = [], []
     for name, text in code.methods.items():
         found = bound.get(name, [])
@@ -249,6 +260,7 @@ def plan_vae(source: SourceFile, code: UpstreamCode, version: str, inherit: bool
         )
     lines = split_lines(source.text)
     edits = _copy_edits(plan, lines, tree, code, inherit, mixin_methods(source))
+    _check_attributes(plan, tree)
     mixin_edits = _mixin_edits(mixin, lines, code, source.path)
     plan.mixin_written = not mixin_edits
     plan.new = apply_edits(lines, edits + mixin_edits, source.newline, source.path)
