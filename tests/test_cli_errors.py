@@ -150,3 +150,16 @@ def test_every_output_write_reports_its_failure_as_an_output_error(tmp_path):
     blocker.write_text("")
     with pytest.raises(OutputError, match=f"cannot write {blocker}/x.json: "):
         write_record(blocker / "x.json", {})
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_plot_that_cannot_be_written_is_an_output_error():
+    """matplotlib's savefig given a path loses a failed write (/dev/full): the plot is written through a file."""
+    pytest.importorskip("matplotlib")
+    from tileblend.bench.plot import write_plot
+    from tileblend.output import writing
+
+    summary = {"arms": {"A": {"samples_ms": [[1.0, 2.0]]}, "B": {"samples_ms": [[1.0]]}}, "speedups": [1.5]}
+    with pytest.raises(OutputError, match="cannot write /dev/full: No space left on device"):
+        with writing("/dev/full") as path:
+            write_plot(path, "title", summary)

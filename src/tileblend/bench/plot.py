@@ -30,5 +30,8 @@ def write_plot(path: str, title: str, summary: dict) -> None:
     speedups.set_title("paired speedup")
     figure.suptitle(title, fontsize=10)
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    pyplot.close(figure)
+    try:
+        with open(path, "wb") as file:  # a write error reaches the caller (a path given to savefig may lose it)
+            figure.savefig(file, format="png", dpi=120)
+    finally:
+        pyplot.close(figure)
