@@ -1,10 +1,13 @@
 """What `tileblend rewrite` cannot own: bindings it cannot tell apart, definitions it would shadow, files under two
 names and comments it replaces. Each stops the rewrite with one line and writes nothing, or is reported."""
 
+import os
+
 import pytest
 from test_rewrite_code import VAE, files_of, layout_with_tests, line_of, make_tree
 
 from tileblend.cli import main as tileblend
+from tileblend.upstream.source_files import SourceError, one_name_per_file
 
 
 def refused(tmp_path, capsys, *args) -> str:
@@ -94,3 +97,18 @@ def test_a_module_level_attribute_assignment_of_a_blend_is_refused(tmp_path, cap
     assert (
         f"{file}: line {line_of(text, f'{target} =')}: {target} is bound there by other code than tileblend's" in err
     )
+
+
+def test_a_hard_link_is_one_file_under_two_names(tmp_path, capsys):
+    """Two paths of one inode (a hard link) are one file, as a symbolic link is: one line names both."""
+    first = tmp_path / "a.py"
+    first.write_text("x = 1\n")
+    os.link(first, tmp_path / "b.py")
+    with pytest.raises(SourceError, match="a.py and .*b.py are the same file"):
+        one_name_per_file([first, tmp_path / "b.py"])
+    one_name_per_file([first, tmp_path / "new.py"])  # a file to create has no other name
+
+    autoencoders = make_tree(tmp_path / "tree")
+    os.link(autoencoders / "tiny.py", autoencoders / "tiny_alias.py")
+    err = refused(tmp_path / "tree", capsys)
+    assert "tiny.py and " in err and "tiny_alias.py are the same file" in err

@@ -77,17 +77,22 @@ def normalize_newlines(text: str) -> str:
 
 
 def one_name_per_file(paths: list[Path]) -> None:
-    """Raise `SourceError` where two of `paths` are one file (a symbolic link in the tree to another of its files, or
-    two links to one file): a write would replace it twice."""
+    """Raise `SourceError` where two of `paths` are one file, told by its device and inode (a symbolic link in the
+    tree to another of its files, two links to one file, or a hard link): a write would replace it twice. A path that
+    does not exist yet (a file to create) is told by its resolved path."""
     names = {}
     for path in paths:
-        target = path.resolve()
-        if target in names:
+        try:
+            status = path.stat()
+            key = (status.st_dev, status.st_ino)
+        except FileNotFoundError:
+            key = path.resolve()
+        if key in names:
             raise SourceError(
-                f"{names[target]} and {path} are the same file (a symbolic link to {target}): it would be written "
-                "twice; remove the link; nothing was written"
+                f"{names[key]} and {path} are the same file (a symbolic or hard link, two names of one file): it "
+                "would be written twice; remove the link; nothing was written"
             )
-        names[target] = path
+        names[key] = path
 
 
 def _read_regular_file(path: Path) -> bytes:
