@@ -218,3 +218,17 @@ def test_verify_checks_the_streamed_decode(monkeypatch):
     monkeypatch.setattr("tileblend.streamed.families.decode_rows", off_by_one_ulp)
     result = streamed_checks.verify_streamed(MODELS["kl"], torch.float32, "cpu")
     assert result.exact is False and not result.ok
+
+
+def test_autograd_decodes_run_stock(monkeypatch):
+    """With grad on and parameters requiring grad, the stock decode runs (the walk reuses buffers backward needs)."""
+    entry = MODELS["kl"]
+    model = build_model(entry)
+    latent = make_input(entry, "decode")
+    expected = model.decode(latent).sample
+    monkeypatch.setattr("tileblend.streamed.families.decode_rows", lambda *args: pytest.fail("the walk ran"))
+    with tileblend.streamed_decode(model):
+        actual = model.decode(latent).sample
+    assert torch.equal(expected, actual)
+    actual.sum().backward()
+    assert model.decoder.conv_out.weight.grad is not None

@@ -12,6 +12,8 @@ import threading
 import types
 import warnings
 
+import torch
+
 from ..patch import autoencoder_classes, wrapped_methods
 from .source import COVERED, streamed_version
 
@@ -24,9 +26,18 @@ _classes: list[type] = []
 def streamed_method(stock, streamed):
     """`streamed` as a method in place of the stock `tiled_decode` `stock`: its name, qualified name and module are
     the stock method's, it runs accelerate's offload hook where the stock method does (`apply_forward_hook`), and
-    `stock_method(method)` gives `stock` back."""
+    `stock_method(method)` gives `stock` back.
+
+    Under autograd (grad mode on, and the latent or a parameter requiring grad) the method runs `stock`: the walk
+    reuses its tile buffers, which backward would need as they were.
+    """
 
     def method(self, *args, **kwargs):
+        if torch.is_grad_enabled() and (
+            any(isinstance(value, torch.Tensor) and value.requires_grad for value in (*args, *kwargs.values()))
+            or any(parameter.requires_grad for parameter in self.parameters())
+        ):
+            return stock(self, *args, **kwargs)
         return streamed(self, *args, **kwargs)
 
     method.__name__, method.__qualname__, method.__module__ = stock.__name__, stock.__qualname__, stock.__module__
