@@ -18,6 +18,7 @@ import re
 import resource
 import subprocess
 import sys
+import textwrap
 import time
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -112,11 +113,14 @@ def machine() -> str:
 
 def table(rows: list[dict], when: datetime.datetime) -> str:
     """The markdown of `rows`, headed by the machine and the date."""
-    lines = [
+    heading = (
         f"Measured by `make durations` on {when:%Y-%m-%d %H:%M} UTC: {machine()}. One run each; CPU s is user + "
         "system time of the command and its children (on 2 cores, up to twice the wall time). Load: the 1-minute "
-        "load average before and after; with load above the core count, other jobs shared the machine and the wall "
-        "time is longer than on an idle one.",
+        "load average before and after; with load above the core count, other jobs shared the machine: the wall time "
+        "is longer than on an idle one, and the CPU time can be longer too."
+    )
+    lines = [
+        textwrap.fill(heading, 119, break_long_words=False, break_on_hyphens=False),
         "",
         "| command | wall s | CPU s | load before, after | work | exit |",
         "| --- | ---: | ---: | ---: | --- | ---: |",
