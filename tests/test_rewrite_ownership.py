@@ -4,7 +4,7 @@ names and comments it replaces. Each stops the rewrite with one line and writes 
 import os
 
 import pytest
-from test_rewrite_code import VAE, files_of, layout_with_tests, line_of, make_tree
+from test_rewrite_code import LOOP, MODEL, VAE, files_of, layout_with_tests, line_of, make_tree
 
 from tileblend.cli import main as tileblend
 from tileblend.upstream.source_files import SourceError, one_name_per_file
@@ -112,3 +112,33 @@ def test_a_hard_link_is_one_file_under_two_names(tmp_path, capsys):
     os.link(autoencoders / "tiny.py", autoencoders / "tiny_alias.py")
     err = refused(tmp_path / "tree", capsys)
     assert "tiny.py and " in err and "tiny_alias.py are the same file" in err
+
+
+def test_comments_inside_a_replaced_loop_are_reported(tmp_path, capsys):
+    """A loop is replaced whole, by design: a comment inside it goes with it, and the report says which line."""
+    autoencoders = make_tree(tmp_path)
+    model = MODEL.replace("        for y in", "        # the seam\n        for y in", 1)
+    (autoencoders / "tiny.py").write_text(model)
+    line = line_of(model, "        # the seam")
+    assert tileblend(["rewrite", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"tiny.py: rewritten (comments dropped: line {line}): TinyVAE.blend_v\n" in out
+    assert "tiny.py: rewritten: TinyVAE.blend_h, Standalone.blend_v\n" in out
+    assert "# the seam" not in (autoencoders / "tiny.py").read_text()
+
+    make_tree(tmp_path / "inherit")
+    (tmp_path / "inherit" / autoencoders.relative_to(tmp_path) / "tiny.py").write_text(model)
+    assert tileblend(["rewrite", str(tmp_path / "inherit"), "--inherit"]) == 0
+    assert (
+        f"tiny.py: deleted (inherited) (comments dropped: line {line}): TinyVAE.blend_v\n" in capsys.readouterr().out
+    )
+
+    vae = (
+        VAE + "\n" + LOOP.format(name="blend_h", k=-1, v="x", index=":, :, :, x", a_index=":, :, :, -blend_extent + x")
+    )
+    vae = vae.replace("        for x in", "        # mine\n        for x in")
+    make_tree(tmp_path / "mixin")
+    (tmp_path / "mixin" / autoencoders.relative_to(tmp_path) / "vae.py").write_text(vae)
+    assert tileblend(["rewrite", str(tmp_path / "mixin")]) == 0
+    expected = f"AutoencoderMixin.blend_v/h/t: written (comments dropped: line {line_of(vae, '        # mine')})\n"
+    assert expected in capsys.readouterr().out

@@ -20,7 +20,9 @@ tileblend's copies in sync: a rerun refreshes them all (`tileblend.upstream.copi
 """
 
 import ast
+import io
 import re
+import tokenize
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -75,6 +77,7 @@ class FileRewrite:
     deleted: list[MethodId] = field(default_factory=list)  # deleted: the class inherits the mixin's
     derived: list[MethodId] = field(default_factory=list)  # loops and our unedited copies in mixin subclasses
     mixin_written: bool = False  # vae.py only: AutoencoderMixin holds tileblend's three methods already
+    dropped: dict[MethodId, list[int]] = field(default_factory=dict)  # comment lines inside a loop replaced or deleted
 
     @property
     def changed(self) -> bool:
@@ -111,6 +114,19 @@ def _inherits_mixin(cls: ast.ClassDef) -> bool:
     return any(isinstance(base, ast.Name) and base.id == SOURCE_CLASS for base in cls.bases)
 
 
+def _comment_lines(text: str) -> set[int]:
+    """The numbers of the lines of `text` (Python that parses) that hold a comment."""
+    tokens = tokenize.generate_tokens(io.StringIO(text).readline)
+    return {token.start[0] for token in tokens if token.type == tokenize.COMMENT}
+
+
+def _drops(plan: FileRewrite, name: MethodId, function: ast.FunctionDef, comments: set[int]) -> None:
+    """Note in the plan the comments inside `function` (decorators to last line), a loop the rewrite replaces or
+    deletes whole."""
+    if dropped := sorted(line for line in comments if first_line(function) < line <= function.end_lineno):
+        plan.dropped[name] = dropped
+
+
 def _deletion(lines: list[str], start: int, end: int) -> Edit:
     """The edit deleting lines[start:end] (a method and its comments) with one of the blank lines around it."""
     if end < len(lines) and not lines[end].strip():
@@ -121,12 +137,18 @@ def _deletion(lines: list[str], start: int, end: int) -> Edit:
 
 
 def _copy_edits(
-    plan: FileRewrite, lines: list[str], tree: ast.Module, code: UpstreamCode, inherit: bool, earlier: dict[str, str]
+    plan: FileRewrite,
+    lines: list[str],
+    tree: ast.Module,
+    code: UpstreamCode,
+    inherit: bool,
+    earlier: dict[str, str],
+    comments: set[int],
 ) -> list[Edit]:
     """The edits turning the file's loops, and copies of the mixin's methods as the tree holds them (`earlier`, an
     earlier run's: `plan_vae` stops the rewrite where they are not tileblend's text), into copies of `code`, or with `inherit` deleting those of classes that derive from
     `AutoencoderMixin` (vae.py's own `AutoencoderMixin` excepted); fills the plan's lists of rewritten, up-to-date,
-    deleted, skipped, edited and nested methods."""
+    deleted, skipped, edited and nested methods, and the `comments` lines inside the loops it replaces or deletes."""
     edits = []
     for cls, function in blend_candidates(tree):
         if plan.kind is FileKind.VAE and cls.name == SOURCE_CLASS and cls in tree.body:
@@ -147,6 +169,8 @@ def _copy_edits(
         if cls not in tree.body:
             plan.nested.append(name)
             continue
+        if not (written or synced):
+            _drops(plan, name, function, comments)
         if inherit and _inherits_mixin(cls):
             plan.deleted.append(name)
             edits.append(_deletion(lines, start, function.end_lineno))
@@ -181,17 +205,21 @@ def plan_module(
         return plan
     lines = split_lines(source.text)
     tree = parse_source(source.text, source.path)
-    edits = _copy_edits(plan, lines, tree, code, inherit, earlier or {})
+    edits = _copy_edits(plan, lines, tree, code, inherit, earlier or {}, _comment_lines(source.text))
     _check_attributes(plan, tree)
     plan.new = apply_edits(lines, edits, source.newline, source.path)
     return plan
 
 
-def _mixin_edits(mixin: ast.ClassDef, lines: list[str], code: UpstreamCode, path: Path) -> list[Edit]:
+def _mixin_edits(
+    plan: FileRewrite, mixin: ast.ClassDef, lines: list[str], code: UpstreamCode, comments: set[int]
+) -> list[Edit]:
     """The edits writing the mixin's blend methods: over a loop of that name or a text tileblend wrote
     (`tileblend.upstream.written_methods`: the whole method, decorators to last line), the missing ones appended to
     the class. Raises `RewriteError` for a method of that name that is neither (an edited body under tileblend's
-    docstring too), and for any other binding of the name in the class body."""
+    docstring too), and for any other binding of the name in the class body. Notes the `comments` lines inside a loop
+    it replaces."""
+    path = plan.path
     bound = bindings(mixin.body, module=False)
     edits, appended = [], []
     for name, text in code.methods.items():
@@ -206,12 +234,14 @@ def _mixin_edits(mixin: ast.ClassDef, lines: list[str], code: UpstreamCode, path
         old = normalize_newlines("".join(lines[first_line(method) : method.end_lineno]))
         if old == text:
             continue
-        if recognize(method) is None and not written(name, old, code):
-            raise RewriteError(
-                f"{path}: line {first_line(method) + 1}: {SOURCE_CLASS}.{name} is neither the row loop nor a "
-                "text tileblend wrote (edited, or someone else's); tileblend replaces only those: undo the edit or "
-                "rename the method; nothing was written"
-            )
+        if not written(name, old, code):
+            if recognize(method) is None:
+                raise RewriteError(
+                    f"{path}: line {first_line(method) + 1}: {SOURCE_CLASS}.{name} is neither the row loop nor a "
+                    "text tileblend wrote (edited, or someone else's); tileblend replaces only those: undo the edit "
+                    "or rename the method; nothing was written"
+                )
+            _drops(plan, MethodId(SOURCE_CLASS, name), method, comments)
         edits.append(Edit(first_line(method), method.end_lineno, text.splitlines(keepends=True)))
     if appended:
         edits.append(Edit(mixin.end_lineno, mixin.end_lineno, appended))
@@ -259,9 +289,10 @@ def plan_vae(source: SourceFile, code: UpstreamCode, version: str, inherit: bool
             f"{SOURCE_CLASS}; tileblend.enable() works on this version"
         )
     lines = split_lines(source.text)
-    edits = _copy_edits(plan, lines, tree, code, inherit, mixin_methods(source))
+    comments = _comment_lines(source.text)
+    edits = _copy_edits(plan, lines, tree, code, inherit, mixin_methods(source), comments)
     _check_attributes(plan, tree)
-    mixin_edits = _mixin_edits(mixin, lines, code, source.path)
+    mixin_edits = _mixin_edits(plan, mixin, lines, code, comments)
     plan.mixin_written = not mixin_edits
     plan.new = apply_edits(lines, edits + mixin_edits, source.newline, source.path)
     return plan

@@ -118,14 +118,16 @@ def apply_rewrite(rewrite: TreeRewrite) -> None:
 
 
 def report(rewrite: TreeRewrite) -> str:
-    """What the rewrite does (or did): per file, the methods rewritten, up to date and skipped; then totals."""
+    """What the rewrite does (or did): per file, the methods rewritten, up to date and skipped (a loop replaced or
+    deleted whole with a comment inside on a line of its own, naming the comments' lines); then totals."""
     lines = []
     for plan in rewrite.files:
         relative = plan.path.relative_to(rewrite.package) if plan.path.is_relative_to(rewrite.package) else plan.path
         labels = ("rewritten", plan.rewritten), ("up to date", plan.up_to_date), ("deleted (inherited)", plan.deleted)
         for label, names in labels:
-            if names:
-                lines.append(f"{relative}: {label}: {_names(names)}")
+            if kept := [name for name in names if name not in plan.dropped]:
+                lines.append(f"{relative}: {label}: {_names(kept)}")
+            lines += [f"{relative}: {label}{_dropped(plan, [name])}: {name}" for name in names if name in plan.dropped]
         if plan.skipped:
             lines.append(f"{relative}: skipped (named like a blend, not the loop): {_names(plan.skipped)}")
         if plan.edited:
@@ -135,7 +137,8 @@ def report(rewrite: TreeRewrite) -> str:
             reason = "a loop in a nested class, where a copy cannot be checked"
             lines.append(f"{relative}: skipped ({reason}): {_names(plan.nested)}")
         if plan.kind is FileKind.VAE:
-            lines.append(f"{relative}: {SOURCE_CLASS}.blend_v/h/t: {_state(plan)}")
+            mixin = [name for name in plan.dropped if name.cls == SOURCE_CLASS]
+            lines.append(f"{relative}: {SOURCE_CLASS}.blend_v/h/t: {_state(plan)}{_dropped(plan, mixin)}")
         elif plan.kind is FileKind.TESTS:
             lines.append(f"{relative}: test module: {_state(plan)}")
     vectorized = [plan for plan in rewrite.files if plan.vectorized]
@@ -153,6 +156,12 @@ def report(rewrite: TreeRewrite) -> str:
 
 def _names(methods: list[MethodId]) -> str:
     return ", ".join(map(str, methods))
+
+
+def _dropped(plan: FileRewrite, names: list[MethodId]) -> str:
+    """ " (comments dropped: line N, ...)" for the comments inside the loops `names` the plan replaces, or ""."""
+    lines = sorted(line for name in names for line in plan.dropped.get(name, []))
+    return f" (comments dropped: line {', '.join(map(str, lines))})" if lines else ""
 
 
 def _state(plan: FileRewrite) -> str:
