@@ -2,13 +2,16 @@
 
 from collections import Counter
 
+import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 
 class AtenOpCounter(TorchDispatchMode):
-    """A dispatch mode that counts the aten operators called inside it, by name (e.g. `aten.mul.out`); with
-    `views=False` only those that are not views (which launch no kernel, and which torch versions dispatch
-    differently: a slice over a whole dimension is elided by some and not by others)."""
+    """A dispatch mode that counts the aten operators called inside it that return a tensor, by name (e.g.
+    `aten.mul.out`; not `aten.promote_types`, which computes a dtype); with `views=False` only those that are not
+    views (which launch no kernel, and which torch versions dispatch differently: a slice over a whole dimension is
+    elided by some and not by others)."""
 
     def __init__(self, views: bool = True):
         super().__init__()
@@ -16,9 +19,11 @@ class AtenOpCounter(TorchDispatchMode):
         self.counts = Counter()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if self.views or not func.is_view:
+        result = func(*args, **(kwargs or {}))
+        returns_tensor = any(isinstance(leaf, torch.Tensor) for leaf in tree_leaves(result))
+        if returns_tensor and (self.views or not func.is_view):
             self.counts[str(func)] += 1
-        return func(*args, **(kwargs or {}))
+        return result
 
 
 def count_aten_ops(function, *args, views: bool = True, **kwargs) -> Counter:
