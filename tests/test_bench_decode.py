@@ -1,11 +1,12 @@
 """`tileblend bench decode` and the A/B process protocol, at tiny sizes (a few worker processes)."""
 
+import contextlib
 import json
 import statistics
 import tempfile
 import textwrap
 
-import huggingface_hub
+import huggingface_hub.constants
 import pytest
 import torch
 
@@ -39,7 +40,43 @@ def test_timed_blends_times_each_call_and_restores_the_methods():
     assert vars(AutoencoderKL)["blend_v"] is loop
 
 
-def test_decode_benchmark_records_both_arms(tmp_path, capsys, monkeypatch):
+def test_the_worker_drops_only_the_third_party_lines_each_worker_would_repeat():
+    import logging
+
+    from tileblend.bench.worker import quiet_third_party_logs
+
+    messages = {
+        "diffusers.models.modeling_utils": [
+            "There are modules in AutoencoderKL that should be kept in float32: []. Casting directly with `to()` can "
+            "lead to inconsistent results; set `torch_dtype` in `from_pretrained()` instead to keep these modules in "
+            "float32.",
+            "There are modules in AutoencoderKL that should be kept in float32: ['norm']. Casting directly with `to()`",
+        ],
+        "transformers.utils.import_utils": [
+            "`CLIPImageProcessor` requires torchvision (not installed); falling back to `CLIPImageProcessorPil` for "
+            "backward compatibility.",
+            "another line",
+        ],
+    }
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    quiet_third_party_logs()
+    for name, lines in messages.items():
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        try:
+            for line in lines:
+                logger.warning(line)
+        finally:
+            logger.removeHandler(handler)
+    assert [record.getMessage() for record in records] == [
+        messages["diffusers.models.modeling_utils"][1],
+        "another line",
+    ]
+
+
+def test_decode_benchmark_records_both_arms(tmp_path, capfd, monkeypatch):
     record_path, plot_path = tmp_path / "decode.json", tmp_path / "decode.png"
     temporary = tmp_path / "tmp"
     temporary.mkdir()
@@ -68,8 +105,9 @@ def test_decode_benchmark_records_both_arms(tmp_path, capsys, monkeypatch):
     assert record["versions"]["diffusers"] and record["versions"]["torch"] == torch.__version__
     assert record["command"].startswith("tileblend bench decode --preset small")
     assert plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    summary = capsys.readouterr().out
+    summary, err = capfd.readouterr()
     assert "over each arm's 1 timed calls, from 1 process;" in summary
+    assert "kept in float32" not in err  # diffusers' advice, repeated by each worker, is dropped
     assert "one instrumented call per process (synchronised timers), a single sample per arm" in summary
 
 
@@ -210,6 +248,83 @@ def test_checkpoint_errors_are_one_line_and_exit_2(checkpoints, monkeypatch, cap
     assert tileblend(["bench", "decode", *argv, "--device", "cpu"]) == 2
     error = capsys.readouterr().err
     assert message.format(root=checkpoints) in error and len(error.strip().splitlines()) == 1
+
+
+def test_ctrl_c_stops_the_benchmark_with_one_line_and_no_worker_traceback(tmp_path):
+    """Ctrl-C in a terminal (SIGINT to the whole process group) while a worker runs: exit 130 and one line, no
+    worker's KeyboardInterrupt traceback, no worker left running."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from test_parallel_bench import default_sigint, processes_mentioning, wait_for
+
+    command = [sys.executable, "-m", "tileblend", "bench", "decode", "--preset", "small", "--device", "cpu"]
+    command += ["--size", "128", "--pairs", "1", "--warmup", "0", "--reps", "100000", "--threads", "1"]
+    environment = dict(os.environ, TMPDIR=str(tmp_path))  # the workers' --result paths name it
+    bench = subprocess.Popen(
+        command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True, preexec_fn=default_sigint,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: len(processes_mentioning(str(tmp_path))) >= 1)
+        os.killpg(bench.pid, signal.SIGINT)
+        _, err = bench.communicate(timeout=120)
+        assert bench.returncode == 130, err
+        assert "Traceback" not in err and "KeyboardInterrupt" not in err
+        assert err.rstrip().endswith("tileblend bench: interrupted")
+        assert processes_mentioning(str(tmp_path)) == []
+    finally:  # a failure here must not leave a 100000-call worker running
+        for pid in processes_mentioning(str(tmp_path)) + [bench.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def unreachable_hub(request, tmp_path, monkeypatch):
+    """A Hub endpoint without network, HF_HUB_OFFLINE unset and an empty local Hub cache: a closed local port (refused
+    at once) or one that accepts connections and never answers (a network that drops them)."""
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    if request.param == "silent":
+        server.listen(8)
+    endpoint = f"http://127.0.0.1:{server.getsockname()[1]}"
+    if request.param == "closed":
+        server.close()
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", endpoint)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # restored after the test, whatever the benchmark sets
+    yield endpoint
+    server.close()
+
+
+@pytest.mark.parametrize("unreachable_hub", ["closed", "silent"], indirect=True)
+def test_a_hub_id_without_network_names_the_network_at_once(unreachable_hub, capsys):
+    """Without network, a Hub ID is not retried for minutes and then blamed: one line names the network."""
+    assert tileblend(["bench", "decode", "--model", "stabilityai/sdxl-vae", "--device", "cpu"]) == 2
+    error = capsys.readouterr().err
+    assert len(error.strip().splitlines()) == 1
+    assert f"no network: the Hub ({unreachable_hub}) does not answer" in error and "HF_HUB_OFFLINE=1" in error
+
+
+@pytest.mark.parametrize("unreachable_hub", ["closed"], indirect=True)
+def test_a_hub_id_without_network_is_read_from_the_local_cache(unreachable_hub, tmp_path):
+    """Without network, a checkpoint in the local Hub cache is used, and the workers are told to read only that."""
+    import os
+
+    from tileblend.bench.decode import checkpoint_class
+
+    snapshot = tmp_path / "hub" / "models--owner--vae" / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text(json.dumps({"_class_name": "AutoencoderKL"}))
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text("0" * 40)
+    assert checkpoint_class("owner/vae", None) == "AutoencoderKL"
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
 
 
 @pytest.mark.parametrize("size", ["0", "-64", "64x", "axb", "1x2x3"])

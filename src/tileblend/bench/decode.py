@@ -26,7 +26,9 @@ This module is also the worker: `python -m tileblend.bench.decode --arm A|B --co
 
 import argparse
 import inspect
+import os
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +37,7 @@ import torch
 from .. import arguments
 from ..blend import DTYPES
 from . import protocol
+from .hub import hub_reachable
 from .options import add_benchmark_parser, worker_config
 from .records import WorkerConfig
 from .worker import worker_main
@@ -118,6 +121,10 @@ def checkpoint_class(model: str, subfolder: str | None) -> str:
         ValueError: (one line) the config cannot be read (a missing path, said without asking the Hub; a Hub ID
             offline or without network, said as such), or its class is not a diffusers autoencoder with loop blends
             (one tiling cannot reach).
+
+    A Hub ID is looked up only after a quick request to the Hub (`tileblend.bench.hub.hub_reachable`): when the Hub
+    does not answer, only the local Hub cache is read, and `HF_HUB_OFFLINE=1` is set in this process's environment so
+    that the benchmark's workers read that cache too instead of retrying the network.
     """
     import diffusers
     import huggingface_hub
@@ -130,13 +137,25 @@ def checkpoint_class(model: str, subfolder: str | None) -> str:
     path = Path(model).expanduser()
     if not path.exists() and (model.startswith((".", "~")) or path.is_absolute() or len(path.parts) > 2):
         raise ValueError(f"no such path: {model}")
+    offline = bool(huggingface_hub.constants.HF_HUB_OFFLINE)
+    endpoint = huggingface_hub.constants.ENDPOINT
+    unreachable = not offline and not path.exists() and not hub_reachable(endpoint)
+    if unreachable:  # the local Hub cache only, here and in the workers, which start with this environment
+        os.environ["HF_HUB_OFFLINE"] = "1"
     try:
-        config = diffusers.AutoencoderKL.load_config(model, subfolder=subfolder)
+        with warnings.catch_warnings():  # huggingface_hub's deprecation of an argument diffusers passes
+            warnings.filterwarnings("ignore", message="The `local_dir_use_symlinks` argument is deprecated")
+            config = diffusers.AutoencoderKL.load_config(
+                model, subfolder=subfolder, local_files_only=offline or unreachable
+            )
     except (OSError, ValueError) as error:
-        if huggingface_hub.constants.HF_HUB_OFFLINE:
+        if unreachable:
+            reason = (
+                f"no network: the Hub ({endpoint}) does not answer, and it is not in the local Hub cache "
+                "(HF_HUB_OFFLINE=1 skips the Hub and reads that cache only)"
+            )
+        elif offline:
             reason = "offline (HF_HUB_OFFLINE is set) and not in the local Hub cache"
-        elif "couldn't connect" in str(error):
-            reason = "no network: the Hub cannot be reached, and it is not in the local Hub cache"
         else:
             reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ValueError(f"cannot read the config of {where}: {reason}") from error
