@@ -21,14 +21,15 @@ def test_wan_decode_blends_every_spatial_seam_at_its_overlap():
     assert geometry == {("blend_v", 64): 10, ("blend_h", 64): 12}
 
 
-def test_dispatch_cost_counts_the_loops_seven_ops_per_row():
+def test_dispatch_cost_counts_the_loops_seven_ops_per_row_and_times_their_spread():
     from diffusers import AutoencoderKL
 
     for method in ("blend_v", "blend_h"):
         cost = launches.dispatch_cost(vars(AutoencoderKL)[method], method, 128, 4, torch.float16, repeats=1)
         assert cost["loop_ops"] == 7 * 128
         assert cost["tileblend_ops"] <= 12
-        assert cost["loop_ms"] > 0 and cost["tileblend_ms"] > 0
+        assert 0 < cost["loop_min_ms"] <= cost["loop_ms"] <= cost["loop_max_ms"]
+        assert 0 < cost["tileblend_min_ms"] <= cost["tileblend_ms"] <= cost["tileblend_max_ms"]
 
 
 def test_launches_command_writes_the_estimate_and_the_published_check(tmp_path, capsys):
@@ -49,3 +50,6 @@ def test_launches_command_writes_the_estimate_and_the_published_check(tmp_path, 
     )
     out = capsys.readouterr().out
     assert "| **sd-1024** | all | | 12 | 10752 |" in out and "not a GPU timing" in out
+    assert f"fastest and at its slowest of 1 calls: loops {totals['loop_min_ms']:.1f}-" in out
+    assert "machine load (1, 5, 15-minute averages) when it ended: " in out
+    assert len(record["machine"]["load_average"]) == 3

@@ -84,7 +84,8 @@ def blend_geometry(workload: Workload) -> Counter:
 
 
 def dispatch_cost(loop, method: str, extent: int, rank: int, dtype: torch.dtype, repeats: int) -> dict:
-    """Aten ops and median host milliseconds of one call of diffusers' `loop` and of tileblend's `method`, on CPU tiles
+    """Aten ops and host milliseconds (median, min and max of `repeats` calls) of one call of diffusers' `loop` and of
+    tileblend's `method`, on CPU tiles
     of `rank` dimensions that are `extent` long along the blended axis and one element wide elsewhere (blended into
     again and again: the values do not change the dispatch)."""
     shape = [1] * rank
@@ -94,7 +95,9 @@ def dispatch_cost(loop, method: str, extent: int, rank: int, dtype: torch.dtype,
     cost = {}
     for arm, function in functions.items():
         cost[f"{arm}_ops"] = sum(count_aten_ops(function).values())
-        cost[f"{arm}_ms"] = statistics.median(time_calls(function, "cpu", repeats=repeats, warmup=3)) * 1e3
+        samples = time_calls(function, "cpu", repeats=repeats, warmup=3)
+        cost[f"{arm}_ms"] = statistics.median(samples) * 1e3
+        cost[f"{arm}_min_ms"], cost[f"{arm}_max_ms"] = min(samples) * 1e3, max(samples) * 1e3
     return cost
 
 
@@ -181,14 +184,20 @@ def main(args: argparse.Namespace) -> int:
             f"\n{result['workload']}: the loops dispatch {totals['loop_ops']} ops in {totals['loop_ms']:.1f} ms of host "
             f"time ({totals['loop_us_per_op']:.2f} us per op), tileblend {totals['tileblend_ops']} in "
             f"{totals['tileblend_ms']:.2f} ms: at least {totals['saved_ms']:.1f} ms of host time saved per decode on "
-            "a launch-bound GPU (an estimate, not a GPU timing)."
+            "a launch-bound GPU (an estimate, not a GPU timing). Spread, every seam at its fastest and at its slowest "
+            f"of {args.repeats} calls: loops {totals['loop_min_ms']:.1f}-{totals['loop_max_ms']:.1f} ms, tileblend "
+            f"{totals['tileblend_min_ms']:.2f}-{totals['tileblend_max_ms']:.2f} ms."
         )
     if check:
         print(f"\n{check}")
+    conditions = environment("cpu", 1)
+    load = conditions["machine"]["load_average"]
+    if load is not None:
+        print(f"\nmachine load (1, 5, 15-minute averages) when it ended: {load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f}")
     if args.json:
         command = f"tileblend bench launches --workloads {' '.join(args.workloads)} --dtype {args.dtype}"
         record = {"benchmark": "launches", "command": command, "dtype": args.dtype, "repeats": args.repeats}
         record |= {"results": results}
-        record |= {"published_check": check} | environment("cpu", 1)
+        record |= {"published_check": check} | conditions
         write_record(args.json, record)
     return 0

@@ -36,6 +36,15 @@ def format_bytes(count: int) -> str:
     return f"{count / 2**30:.2f} GiB" if count >= 2**30 else f"{count / 2**20:.0f} MiB"
 
 
+WORKER_START = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+    "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)"
+)
+"""`python -c` code that runs the worker module named by its first argument as `python -m` would, with SIGINT ignored
+from the start: a terminal's Ctrl-C reaches the whole process group, and only the parent answers it (its
+KeyboardInterrupt kills the worker, in `subprocess.run`), so the worker prints no traceback of its own."""
+
+
 def worker_environment(**variables: str) -> dict[str, str]:
     """This process's environment with `variables` set and the folder holding this `tileblend` first on PYTHONPATH,
     so that a worker process imports the same code."""
@@ -48,7 +57,7 @@ def worker_environment(**variables: str) -> dict[str, str]:
 def run_worker(module: str, arm: str, config: WorkerConfig, result_path: Path, save_path: Path | None, result_type):
     """Start one worker process of `module` for `arm`, wait for it, and return its result, a `result_type`; raises
     RuntimeError if it fails."""
-    command = [sys.executable, "-m", module, "--arm", arm, "--config", config.to_json()]
+    command = [sys.executable, "-c", WORKER_START, module, "--arm", arm, "--config", config.to_json()]
     command += ["--result", str(result_path)]
     if save_path is not None:
         command += ["--save", str(save_path)]

@@ -6,6 +6,7 @@ benchmark's `build_workload`; the parent (`tileblend.bench.pairs`) reads the `Ar
 
 import argparse
 import contextlib
+import logging
 import resource
 import sys
 
@@ -47,6 +48,20 @@ def peak_memory_bytes(device: torch.device) -> tuple[int, str]:
     return (peak if sys.platform == "darwin" else peak * 1024), "process peak RSS"
 
 
+QUIET_LOGS = {
+    "diffusers.models.modeling_utils": "that should be kept in float32: []. Casting directly",
+    "transformers.utils.import_utils": "requires torchvision (not installed); falling back to",
+}
+"""Third-party log lines each worker process would repeat, by logger: diffusers' advice about modules kept in float32
+when a model has none (every `.to(dtype)` of a preset VAE), and transformers' fallback of an image processor to PIL."""
+
+
+def quiet_third_party_logs() -> None:
+    """Drop the `QUIET_LOGS` lines in this process; the loggers' other lines pass."""
+    for name, text in QUIET_LOGS.items():
+        logging.getLogger(name).addFilter(lambda record, text=text: text not in record.getMessage())
+
+
 def worker_arguments(description: str, save_help: str, argv: list[str] | None) -> argparse.Namespace:
     """Parse the options the parent passes a worker (`tileblend.bench.pairs.run_worker`): `--arm`, `--config` (read
     into a `WorkerConfig`), `--result` and `--save`."""
@@ -59,13 +74,14 @@ def worker_arguments(description: str, save_help: str, argv: list[str] | None) -
 
 
 def start_arm(arm: str, config: WorkerConfig) -> list:
-    """Set up this worker process for `arm` before it builds anything: torch's threads (`config.threads`), every
-    diffusers autoencoder module imported, then tileblend enabled if `arm` is B; so that the arms differ only in the
-    blend methods.
+    """Set up this worker process for `arm` before it builds anything: the third-party log lines that every worker
+    would repeat dropped (`quiet_third_party_logs`), torch's threads (`config.threads`), every diffusers autoencoder
+    module imported, then tileblend enabled if `arm` is B; so that the arms differ only in the blend methods.
 
     Returns:
         The loop blends found (`tileblend.patch.find_loop_blends`), for `timed_blends`.
     """
+    quiet_third_party_logs()
     if config.threads:
         torch.set_num_threads(config.threads)
     found, _ = find_loop_blends(autoencoder_classes())
