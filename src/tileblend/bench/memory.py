@@ -239,7 +239,7 @@ def run_case(case: Case, args: argparse.Namespace, progress) -> dict:
                     text=True,
                 )
                 if completed.returncode != 0:
-                    raise RuntimeError(f"the {ARMS[arm]} worker of {case.name} failed (exit {completed.returncode})")
+                    raise RuntimeError(f"the {ARMS[arm]} decode of {case.name} failed (exit {completed.returncode})")
                 result = read_result(path, MemoryResult)
                 results[arm].append(result)
                 progress(
@@ -316,13 +316,17 @@ def add_parser(subparsers) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Print the table; exit 1 if a case's outputs differ."""
+    """Print the table; exit 1 if a case's outputs differ or a worker fails (out of memory, for one)."""
     if args.device.startswith("cpu") and not Path("/proc/self/clear_refs").exists():
         print("tileblend bench memory: error: a CPU run reads Linux's /proc/self (use --device cuda)", file=sys.stderr)
         return 2
     preset = args.preset or ("gpu" if torch.device(args.device).type == "cuda" else "cpu")
     cases = [CASES[name] for name in args.cases] if args.cases else list(PRESETS[preset])
-    rows = [run_case(case, args, lambda line: print(line, file=sys.stderr, flush=True)) for case in cases]
+    try:
+        rows = [run_case(case, args, lambda line: print(line, file=sys.stderr, flush=True)) for case in cases]
+    except RuntimeError as error:  # a worker failed; its error is above
+        print(f"tileblend bench memory: error: {error}", file=sys.stderr)
+        return 1
     conditions = environment(args.device, args.threads)
     print(format_table(rows))
     load = conditions["machine"]["load_average"]
