@@ -142,3 +142,34 @@ def test_comments_inside_a_replaced_loop_are_reported(tmp_path, capsys):
     assert tileblend(["rewrite", str(tmp_path / "mixin")]) == 0
     expected = f"AutoencoderMixin.blend_v/h/t: written (comments dropped: line {line_of(vae, '        # mine')})\n"
     assert expected in capsys.readouterr().out
+
+
+def earlier(text: str) -> str:
+    """A generated text as an earlier tileblend might have written it: a comment below its first line."""
+    return text.replace(":\n", ":\n    # Earlier\n", 1)
+
+
+def test_an_earlier_test_text_is_refreshed(tmp_path, capsys, monkeypatch):
+    """Test definitions an earlier tileblend wrote (the row loop, the tester mixin, a test class) are refreshed once
+    their texts are listed in `written_tests.EARLIER`; unlisted, they stop the rewrite like any edit."""
+    from tileblend.upstream import test_files, written_tests
+    from tileblend.upstream.written_methods import digest
+
+    layout_with_tests(tmp_path, monkeypatch)
+    current = {"REFERENCE": test_files.REFERENCE, "MIXIN": test_files.MIXIN, "test_class": test_files.test_class}
+    monkeypatch.setattr(test_files, "REFERENCE", earlier(current["REFERENCE"]))
+    monkeypatch.setattr(test_files, "MIXIN", earlier(current["MIXIN"]))
+    monkeypatch.setattr(test_files, "test_class", lambda *args: earlier(current["test_class"](*args)))
+    assert tileblend(["rewrite", str(tmp_path)]) == 0
+    written = files_of(tmp_path)
+    assert sum(text.count("# Earlier\n") for text in written.values()) == 3
+    for name, text in current.items():
+        monkeypatch.setattr(test_files, name, text)
+    assert ": blend_row_loop is not the text tileblend writes" in refused(tmp_path, capsys)
+
+    listed = [earlier(current["REFERENCE"]), earlier(current["MIXIN"])]
+    listed.append(earlier(current["test_class"]("TinyVAE", "TinyVAETesterConfig", test_files.CASES["TinyVAE"])))
+    monkeypatch.setattr(written_tests, "EARLIER", written_tests.EARLIER | {digest(text) for text in listed})
+    assert tileblend(["rewrite", str(tmp_path)]) == 0
+    assert not any("# Earlier" in text for text in files_of(tmp_path).values())
+    assert tileblend(["rewrite", str(tmp_path)]) == 0 and "0 files changed" in capsys.readouterr().out

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .source_files import SourceError, normalize_newlines, with_newline
+from .written_tests import written
 
 
 LINE_LENGTH = 119  # upstream's ruff line-length (pyproject.toml)
@@ -146,9 +147,10 @@ def definition_edits(
 ) -> list[Edit]:
     """The edits writing each (name, text, after) of `definitions` into the file `path`: inserted after line `after`
     (None: at the end of the file), two blank lines above each (definitions inserted at the same place keep their
-    order), or nothing where the file defines `name` at top level with exactly that text. Raises `RewriteError` where
-    it defines `name` otherwise (someone's own, or edited since it was written): it is not replaced; and where the
-    module binds `name` in any other way (`bindings`)."""
+    order), nothing where the file defines `name` at top level with exactly that text, and that text in place of an
+    earlier one tileblend wrote (`written_tests`). Raises `RewriteError` where it defines `name` otherwise (someone's
+    own, or edited since it was written): it is not replaced; and where the module binds `name` in any other way
+    (`bindings`)."""
     bound = bindings(tree.body)
     edits, inserted = [], {}
     for name, text, after in definitions:
@@ -156,11 +158,14 @@ def definition_edits(
         for index, (line, node) in enumerate(found):
             if not isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) or node not in tree.body:
                 raise foreign_binding(path, line, name, "definition")
-            if index or normalize_newlines("".join(lines[first_line(node) : node.end_lineno])) != text:
+            old = normalize_newlines("".join(lines[first_line(node) : node.end_lineno]))
+            if index or (old != text and not written(old)):
                 raise RewriteError(
                     f"{path}: line {line}: {name} is not the text tileblend writes (edited, or someone else's); "
                     "tileblend replaces only its own: rename or remove it; nothing was written"
                 )
+            if old != text:
+                edits.append(Edit(first_line(node), node.end_lineno, text.splitlines(keepends=True)))
         if not found:
             inserted.setdefault(after, []).extend(["\n", "\n", *text.splitlines(keepends=True)])
     for after, added in inserted.items():
