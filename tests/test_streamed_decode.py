@@ -111,6 +111,32 @@ def test_wan_edges_batch_and_slicing():
         model.use_slicing = False
 
 
+def test_wan_with_patches():
+    """A Wan-2.2-style VAE (patch_size 2, residual, 16x compression): the walk runs on patches, then unpatchifies."""
+    import diffusers
+
+    covered_model("wan")  # skips where this diffusers' Wan decode is not covered
+    torch.manual_seed(0)
+    model = diffusers.AutoencoderKLWan(
+        base_dim=8,
+        z_dim=4,
+        dim_mult=[1, 1, 1, 1],
+        num_res_blocks=1,
+        temperal_downsample=[False, True, True],
+        patch_size=2,
+        in_channels=12,
+        out_channels=12,
+        is_residual=True,
+        scale_factor_spatial=16,
+    ).eval()
+    model.enable_tiling(
+        tile_sample_min_height=64, tile_sample_min_width=64, tile_sample_stride_height=48, tile_sample_stride_width=48
+    )
+    latent = torch.randn((1, 4, 2, 9, 7), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        assert_same(*stock_and_streamed(model, lambda m: m.decode(latent).sample))
+
+
 def edited_subclass():
     """A subclass of AutoencoderKL whose `tiled_decode` is the stock one with one edit (a different overlap)."""
     import diffusers
