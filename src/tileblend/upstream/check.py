@@ -12,11 +12,11 @@ copy, timed. It prints one table: each check on pristine and rewritten, then the
 on rewritten (regressions), the added tests, and the collection errors of both copies (a missing optional dependency,
 reported and not fatal when both copies have it). With --broken-blend it then makes each bug of `MUTATIONS` in the
 vectorized blend (`AutoencoderMixin.blend_v/h/t` and every copy of them) of its own copy of the rewritten tree, among
-them the simple form's weights in the tile's dtype, and runs the added row-loop comparisons on each: every one of them
-must fail with every bug.
+them the simple form's weights in the tile's dtype, and runs the added tests on each: every bug must make some of them
+fail (those it changes the results of: the model tests run in float32 on a CPU, the blend test in every dtype).
 
-Exit status: 0 when the rewritten copy is clean, regresses nothing and (with --broken-blend) the added row-loop
-comparisons fail with every bug; 1 otherwise; 2 on a usage error, before any work (DIFFUSERS is not a diffusers
+Exit status: 0 when the rewritten copy is clean, regresses nothing and (with --broken-blend) some added test fails
+with every bug; 1 otherwise; 2 on a usage error, before any work (DIFFUSERS is not a diffusers
 checkout or a readable, complete tarball of one with a single top-level folder, would expand too much, is already
 rewritten or holds --work; --work is not new; the rewrite cannot run there).
 """
@@ -46,7 +46,7 @@ from .test_text import TEST_CLASS_SUFFIX
 
 
 SELECTION = "tiling or slicing or blend"
-# The bugs the added row-loop comparisons must catch, each made in the vectorized blend methods of a copy of the
+# The bugs the added tests must catch, each made in the vectorized blend methods of a copy of the
 # rewritten tree (the mixin's and every copy; the loops index shapes from the front, `a.shape[2]`, and are not hit):
 # name -> (pattern, replacement).
 MUTATIONS = {
@@ -95,7 +95,7 @@ class CheckResult:
     regressions: list[str] = field(default_factory=list)
     added: dict[str, str] = field(default_factory=dict)  # added test id -> outcome on rewritten
     added_alone: TestRun | None = None  # the added tests run again alone on the rewritten copy, timed
-    broken: dict[str, TestRun] = field(default_factory=dict)  # mutation (MUTATIONS) -> the row-loop comparisons
+    broken: dict[str, TestRun] = field(default_factory=dict)  # mutation (MUTATIONS) -> the added tests
     rewrite_report: str = ""
     change: dict = field(default_factory=dict)  # what the rewrite changed (`change_digest.planned_change`)
 
@@ -111,11 +111,10 @@ class CheckResult:
 
     @property
     def broken_ok(self) -> bool | None:
-        """Whether every added row-loop comparison failed with each bug of `MUTATIONS` (None when not run)."""
+        """Whether each bug of `MUTATIONS` made some added test fail (None when not run)."""
         if not self.broken:
             return None
-        runs = self.broken.values()
-        return all(run.outcomes and all(value == "failed" for value in run.outcomes.values()) for run in runs)
+        return all(run.count("failed") > 0 for run in self.broken.values())
 
     @property
     def ok(self) -> bool:
@@ -345,12 +344,12 @@ def check(
     step(4, f"the {len(result.added)} added tests alone on the rewritten copy, timed")
     result.added_alone = run_tests({"alone": roots["rewritten"]}, TEST_CLASS_SUFFIX, work, files)["alone"]
     if broken_blend:
-        step(5, f"the added row-loop comparisons on {len(MUTATIONS)} copies, each with one bug in the blend")
+        step(5, f"the added tests on {len(MUTATIONS)} copies, each with one bug in the blend")
         mutants = {f"mutant-{index}": work / f"mutant-{index}" for index in range(len(MUTATIONS))}
         for mutant, (pattern, replacement) in zip(mutants.values(), MUTATIONS.values()):
             shutil.copytree(roots["rewritten"], mutant, symlinks=True)
             mutate(mutant, pattern, replacement)
-        runs = run_tests(mutants, f"{TEST_CLASS_SUFFIX} and match_row_loop", work, files)
+        runs = run_tests(mutants, TEST_CLASS_SUFFIX, work, files)
         result.broken = dict(zip(MUTATIONS, runs.values()))
     step(steps, "done")
     return result
@@ -389,13 +388,12 @@ def table(result: CheckResult) -> str:
         ("passing on pristine, not on rewritten", "-", str(len(result.regressions))),
     ]
     for name, broken in result.broken.items():
-        failed = broken.count("failed") == len(broken.outcomes) > 0
         rows.append(
             (
-                f"added row-loop comparisons, blend broken: {name}",
+                f"added tests, blend broken: {name}",
                 "-",
                 f"{broken.count('failed')} of {len(broken.outcomes)} fail"
-                + (" (as they must)" if failed else " (SOME PASS)"),
+                + ("" if broken.count("failed") else " (THE BUG IS MISSED)"),
             )
         )
     lines = [f"| {' | '.join(row)} |" for row in rows]

@@ -36,17 +36,17 @@ from .edits import LINE_LENGTH
 from .model_files import FileKind
 from .rewrite import TreeRewrite, apply_rewrite, plan_rewrite, report
 from .source_files import SourceError
-from .test_cases import CASES
-from .test_text import TEST_CLASS_SUFFIX
+from .test_cases import TOO_LARGE
+from .test_text import ARITHMETIC_CLASS, TEST_CLASS_SUFFIX
 
 
 DRAFTS = Path(__file__).resolve().parent / "drafts"
 """The templates of the drafts (`$`-placeholders, `string.Template`), one Markdown file each."""
 BENCHMARK_SCRIPT = Path(__file__).with_name("tiled_vae_benchmark.py")
-GPU_NOT_RUN = (
-    "No GPU run is attached: the CUDA-graph tests skip without CUDA, and the speed on GPUs (where the loop costs four "
-    "kernel launches per row) has not been measured for this PR."
-)
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+"""The scripts the drafts carry whole, so that a maintainer reruns their numbers: aten ops and blend calls
+(`count_blend_ops.py`), the exact against the simple blend (`exact_vs_simple.py`)."""
+GPU_NOT_RUN = "No GPU run is attached: the CUDA-graph tests skip without CUDA."
 
 CUDA_NOT_RUN = " only; untested on CUDA"
 # The JSON files the drafts need, and the command that writes each.
@@ -123,29 +123,30 @@ def check_numbers(check: CheckResult, inherit: bool) -> dict:
         layout = "--inherit" if check.inherit else "default"
         raise ValueError(f"the check JSON is of the {layout} layout: rerun `make upstream-check` for this one")
     added = list(check.added.values())
-    passed, skipped, classes = added.count("passed"), added.count("skipped"), len(check.added_classes)
-    row_loop = sum(outcome == "passed" for test_id, outcome in check.added.items() if "match_row_loop" in test_id)
+    passed, skipped = added.count("passed"), added.count("skipped")
+    models = [name for name in check.added_classes if name != ARITHMETIC_CLASS]
     clean = all(results["rewritten"] for results in (check.copies, check.ruff_check, check.ruff_format))
     bugs = "; ".join(
         f"{name}: {run.count('failed')} of {len(run.outcomes)} fail" for name, run in check.broken.items()
     )
-    broken_result = f"With each of these bugs made in the blend methods, the added row-loop comparisons fail ({bugs})."
+    broken_result = f"With each of these bugs made in the blend methods, added tests fail ({bugs})."
     evidence = (
         f"On a copy of main rewritten in the {'inherit' if inherit else 'copies'} layout, upstream's "
-        f"`check_copies.py`, `ruff check` and `ruff format --check` are {'clean' if clean else 'NOT clean'}, "
-        f"`{check.test_command}` shows {len(check.regressions)} regressions against the untouched copy, and "
-        f"new tests (one tester mixin composed with {classes} existing model configs) call each model's own blend "
-        f"methods on random tiles of the shapes its tiled encode and decode blend, against the loop at zero "
-        f"tolerance: the {row_loop} row-loop comparisons pass on a CPU ({passed} added tests pass in all), {skipped} "
-        f"(CUDA-graph) skip without CUDA. {broken_result}"
+        f"`check_copies.py`, `ruff check` and `ruff format --check` are {'clean' if clean else 'NOT clean'}, and "
+        f"`{check.test_command}` shows {len(check.regressions)} regressions against the untouched copy. New tests run "
+        f"the tiled forward of each tested model ({len(models)}) against a subclass whose blends are the row loop, and "
+        f"`AutoencoderMixin.blend_v/h/t` against the loop in four dtypes, at zero tolerance: {passed} pass on a CPU, "
+        f"{skipped} (half precision and CUDA graphs) skip without an accelerator. {broken_result}"
     )
     change = check.change
     return {
         "check_change": f"diffusers {change['version']}, this change in the {change['layout']} layout "
         f"({change['files']} files, SHA-256 {change['digest'][:16]})",
         "check_table": table(check),
-        "tested_classes": ", ".join(f"`{name}`" for name in check.added_classes),
-        "tested_class_count": classes,
+        "tested_classes": ", ".join(
+            f"`{name.removeprefix('Test').removesuffix(TEST_CLASS_SUFFIX)}`" for name in models
+        ),
+        "tested_class_count": len(models),
         "added_passed": passed,
         "added_skipped": skipped,
         "added_seconds": f"{check.added_alone.seconds:.0f}",
@@ -186,7 +187,7 @@ def gpu_numbers(summary: dict | None, change: dict) -> dict:
     device, and the benchmark script with main's diffusers and with the branch's), the sentences the drafts say of
     it, and `gpu_why`: why the run does not back the PR of `change` (`gpu_ready`), None when it does."""
     why = "there is none" if summary is None else gpu_ready(summary, change)
-    untested = {"untested_devices": "CUDA GPUs, MPS, XPU and NPU are", "gpu_why": why}
+    untested = {"untested_devices": "CUDA GPUs, MPS, XPU or NPU", "gpu_why": why}
     if summary is None:
         return {"gpu_results": GPU_NOT_RUN, "gpu_status": GPU_NOT_RUN, "cuda_exactness": CUDA_NOT_RUN} | untested
     if why is not None:
@@ -210,40 +211,45 @@ def gpu_numbers(summary: dict | None, change: dict) -> dict:
         *[f"      branch: {line}" for line in benchmark["runs"]["branch"]],
         *[f"      --compare: {line}" for line in benchmark["compare"]],
     ]
-    tested = {"untested_devices": "devices other than CPUs and CUDA GPUs (MPS, XPU, NPU) are", "gpu_why": None}
+    tested = {"untested_devices": "MPS, XPU or NPU", "gpu_why": None}
     return {"gpu_results": "\n".join(lines), "gpu_status": status, "cuda_exactness": " and on CUDA"} | tested
 
 
 def exactness_numbers(exactness: dict) -> dict:
-    """The exact vs simple blend table of the coordination issue, from `make exact-vs-simple`'s JSON."""
+    """The exact vs simple blend table of the coordination issue, from `make exact-vs-simple`'s JSON: its SD rows,
+    which `exact_vs_simple.py` reruns in minutes, and the scripts the issue carries."""
     from .simple_blend import table as exactness_table
 
-    return {"exactness_table": exactness_table(exactness["results"]), "exactness_command": exactness["command"]}
+    rows = [result for result in exactness["results"] if result["workload"].startswith("SD v1 VAE")]
+    if not rows:
+        raise ValueError("it has no SD v1 VAE rows")
+    return {
+        "exactness_table": exactness_table(rows),
+        "count_ops_script": (SCRIPTS / "count_blend_ops.py").read_text(encoding="utf-8"),
+        "exactness_script": (SCRIPTS / "exact_vs_simple.py").read_text(encoding="utf-8"),
+    }
 
 
 def untested_classes(rewrite: TreeRewrite, check: CheckResult) -> str:
-    """The sentences naming the rewritten classes without a test class of their own (no upstream test file), and the
-    tested classes whose `blend_t` no tiled pass of their test inputs calls (`TilingBlendCase.methods`), and why both
-    are still covered."""
+    """The sentences naming the rewritten classes without a tiling-parity test class, and why their methods are still
+    covered."""
     methods = [method for plan in rewrite.files for method in plan.vectorized]
     tested = {name.removeprefix("Test").removesuffix(TEST_CLASS_SUFFIX) for name in check.added_classes}
-    untested = sorted({method.cls for method in methods} - tested)
-    no_frames = sorted(
-        method.cls
-        for method in methods
-        if method.method == "blend_t" and method.cls in tested and "blend_t" not in CASES[method.cls].methods
-    )
-    covered = "Their methods are the tested ones: identical copies checked by `utils/check_copies.py`, or inherited "
-    covered += "from the mixin."
+    untested = sorted({method.cls for method in methods} - tested - set(TOO_LARGE))
     sentences = []
     if untested:
         names = ", ".join(f"`{name}`" for name in untested)
-        sentences.append(f"Rewritten classes without a test file, so without a test class of their own: {names}.")
-    if no_frames:
-        names = ", ".join(f"`{name}`" for name in no_frames)
+        sentences.append(f"Rewritten classes without a test file, so without a tiling-parity class: {names}.")
+    large = sorted({method.cls for method in methods} & set(TOO_LARGE))
+    if large:
+        names = ", ".join(f"`{name}`" for name in large)
         sentences.append(
-            f"Tested classes whose `blend_t` no tiled pass of their test inputs calls, so not checked: {names}."
+            f"{names} have test files but no tiling-parity class: their tester configs make one tiled forward take "
+            "tens of seconds on a CPU."
         )
+    covered = "Their methods are the tested ones: copies checked by `utils/check_copies.py`, or inherited from the "
+    covered += "mixin, and `AutoencoderMixin`'s own are checked against the row loop by "
+    covered += "`test_models_autoencoder_mixin_blend.py`."
     return " ".join([*sentences, covered]) if sentences else ""
 
 

@@ -3,9 +3,10 @@
 Upstream tests each autoencoder with pytest classes composing a `<Model>TesterConfig` with tester mixins
 (`tests/models/autoencoders/testing_utils.py` defines `AutoencoderTesterMixin`). In such a checkout the rewrite adds
 the reference row loop `blend_row_loop` and `AutoencoderTilingBlendTesterMixin` to that `testing_utils.py` (and
-`assert_tensors_close` and `require_torch_gpu` to its `from ...testing_utils import ...`) and, in the test file of
-every rewritten class that has one and a case in `CASES`, a `Test<Model>TilingBlend` class composing the model's config
-with the mixin (and the mixin to the file's `from .testing_utils import ...`). Existing classes and methods are not
+`require_torch_gpu` to its `from ...testing_utils import ...`), in the test file of every rewritten class that has one
+and a case in `CASES`, a `Test<Model>TilingBlend` class composing the model's config with the mixin (and the mixin to
+the file's `from .testing_utils import ...`), and the module testing `AutoencoderMixin`'s blend methods themselves
+(`test_text.ARITHMETIC_MODULE`). Existing classes and methods are not
 touched: a definition of one of those names that is not exactly the text tileblend writes (a user's own, or ours
 edited) stops the rewrite with an error naming it, so a second run changes nothing. An older checkout with
 `tests/models/autoencoders/` but without that layout gets one standalone test module instead
@@ -22,6 +23,8 @@ from .source_files import SourceFile, normalize_newlines, read_source, split_lin
 from .standalone_test import TEMPLATE, TEST_MODULE_PATH, render_test_module
 from .test_cases import CASES
 from .test_text import (
+    ARITHMETIC_MODULE,
+    ARITHMETIC_MODULE_PATH,
     MIXIN,
     MIXIN_NAME,
     REFERENCE,
@@ -83,8 +86,6 @@ def _test_file(source: SourceFile, classes: set[str], tested: set[str]) -> FileR
             continue
         after = _slicing_tiling_end(tree, config.name)
         definitions.append((name, test_class(model, config.name, CASES[model]), after))
-        if CASES[model].imports:
-            imports.append(("testing_utils", 3, CASES[model].imports))
         tested.add(model)
     if not definitions:
         return None
@@ -108,7 +109,21 @@ def _layout_files(root: Path, classes: set[str]) -> list[FileRewrite] | None:
         source = read_source(path)
         if "model_class" in source.text and (plan := _test_file(source, classes, tested)) is not None:
             files.append(plan)
-    return files
+    return [*files, _own_module(root / ARITHMETIC_MODULE_PATH, ARITHMETIC_MODULE)]
+
+
+def _own_module(path: Path, text: str) -> FileRewrite:
+    """The test module at `path` holding `text`: written where absent. Raises `RewriteError` where the file holds
+    anything else (someone's own module, or ours edited): tileblend replaces only its own."""
+    existed = path.exists()
+    old = read_source(path) if existed else SourceFile(path, "")
+    if existed and normalize_newlines(old.text) != text:
+        raise RewriteError(
+            f"{path}: it is not the module tileblend writes (edited, or someone else's); tileblend replaces only its "
+            "own: rename or remove it; nothing was written"
+        )
+    new = with_newline(text, old.newline)
+    return FileRewrite(path=path, kind=FileKind.TESTS, old=old.text, new=new, encoding=old.encoding, existed=existed)
 
 
 def plan_test_files(root: Path, modules: list[FileRewrite]) -> list[FileRewrite]:
