@@ -20,7 +20,8 @@ $(STAMP): setup.py constraints.txt
 install: $(STAMP)
 
 # The main job: bitwise parity of every patched diffusers blend on this machine's CPU, then tiled encode and decode of
-# four tiny models (an image VAE, two video VAEs, one with frame seams); ALL=1: all 19 (`tileblend verify`).
+# four tiny models (an image VAE, two video VAEs, one with frame seams) and their row-streamed tiled decode; ALL=1: all
+# 19 (`tileblend verify`).
 DEMO_MODELS := kl wan cogvideox ltx2-video
 demo: install
 	$(BIN)/tileblend verify --device cpu $(if $(ALL),,--models $(DEMO_MODELS))
