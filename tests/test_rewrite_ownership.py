@@ -144,6 +144,54 @@ def test_comments_inside_a_replaced_loop_are_reported(tmp_path, capsys):
     assert expected in capsys.readouterr().out
 
 
+IMPORT = "from .testing_utils import AutoencoderTesterMixin\n"
+ADDED = "AutoencoderTilingBlendTesterMixin"
+KEPT_IMPORTS = {
+    "end-of-line": (
+        "from .testing_utils import AutoencoderTesterMixin  # noqa: F401\n",
+        f"from .testing_utils import AutoencoderTesterMixin, {ADDED}  # noqa: F401\n",
+    ),
+    "parenthesised": (
+        "from .testing_utils import (\n    # the base\n    AutoencoderTesterMixin,  # why\n    zeta\n)\n",
+        f"from .testing_utils import (\n    # the base\n    AutoencoderTesterMixin,  # why\n    {ADDED},\n    zeta\n)\n",
+    ),
+    "unsorted": (
+        "from .testing_utils import zeta, AutoencoderTesterMixin\n",
+        f"from .testing_utils import {ADDED}, zeta, AutoencoderTesterMixin\n",
+    ),
+}
+
+
+@pytest.mark.parametrize(("statement", "expected"), KEPT_IMPORTS.values(), ids=KEPT_IMPORTS.keys())
+def test_an_import_the_rewrite_adds_to_keeps_its_comments_and_order(
+    tmp_path, capsys, monkeypatch, statement, expected
+):
+    """A name added to a user's `from ... import` goes in without rewriting the statement: its comments stay where
+    they are and its names keep their order."""
+    tests = layout_with_tests(tmp_path, monkeypatch)
+    module = tests / "test_models_tiny.py"
+    module.write_text(module.read_text().replace(IMPORT, statement))
+    assert tileblend(["rewrite", str(tmp_path)]) == 0
+    assert expected in module.read_text()
+
+
+MOVED_COMMENTS = {
+    "split-otherwise": "from .testing_utils import (AutoencoderTesterMixin,  # why\n    zeta)\n",
+    "too-long": f"from .testing_utils import AutoencoderTesterMixin, {'z' * 40}  # noqa: F401\n",
+}
+
+
+@pytest.mark.parametrize("statement", MOVED_COMMENTS.values(), ids=MOVED_COMMENTS.keys())
+def test_an_import_whose_comment_would_move_is_refused(tmp_path, capsys, monkeypatch, statement):
+    """Where the name cannot go in without moving a comment (a statement split otherwise than one name per line, or
+    one line that would have to be split), the rewrite stops, naming the line."""
+    tests = layout_with_tests(tmp_path, monkeypatch)
+    module = tests / "test_models_tiny.py"
+    module.write_text(module.read_text().replace(IMPORT, statement))
+    err = refused(tmp_path, capsys)
+    assert "test_models_tiny.py: line 1: the import from .testing_utils holds a comment or other code" in err
+
+
 def earlier(text: str) -> str:
     """A generated text as an earlier tileblend might have written it: a comment below its first line."""
     return text.replace(":\n", ":\n    # Earlier\n", 1)

@@ -13,7 +13,7 @@ from tileblend.upstream.edits import (
     RewriteError,
     apply_edits,
     definition_edits,
-    import_edit,
+    import_edits,
     import_order,
 )
 from tileblend.upstream.model_files import MethodId
@@ -64,15 +64,49 @@ def test_a_definition_with_other_text_is_refused_not_replaced(tmp_path):
         definition_edits(lines, ast.parse(TEXT), [("old", "def old():\n    return 3\n", None)], tmp_path / "m.py")
 
 
-def test_import_edits_merge_sort_and_split():
-    tree = ast.parse(TEXT)
-    path = Path("m.py")
-    assert import_edit(tree, "utils", 1, ("C",), path) is None
-    assert import_edit(tree, "utils", 1, ("a", "D"), path) == Edit(1, 2, ["from .utils import C, D, a, b\n"])
-    assert import_edit(tree, "other", 2, ("x",), path) == Edit(2, 2, ["from ..other import x\n"])
+def imported(text: str, module: str, level: int, names: tuple[str, ...]) -> str:
+    """`text` with `names` imported from `module` (`import_edits`)."""
+    lines = text.splitlines(keepends=True)
+    return edited(text, import_edits(lines, ast.parse(text), module, level, names, Path("m.py")))
+
+
+def test_import_edits_insert_where_sorted_and_split_a_long_line():
+    """Names go where ruff sorts them into a sorted import (the user's order of an unsorted one is kept), a line
+    longer than upstream's limit is split one name per line, and a missing import is added after the last one."""
+    assert import_edits(TEXT.splitlines(keepends=True), ast.parse(TEXT), "utils", 1, ("C",), Path("m.py")) == []
+    assert imported(TEXT, "utils", 1, ("a", "D")) == TEXT.replace("import b, C\n", "import D, a, b, C\n")
+    assert imported(TEXT, "utils", 1, ("e",)) == TEXT.replace("import b, C\n", "import b, C, e\n")
+    sorted_text = TEXT.replace("import b, C\n", "import C, b\n")
+    assert imported(sorted_text, "utils", 1, ("a", "D")) == TEXT.replace("import b, C\n", "import C, D, a, b\n")
+    assert imported(TEXT, "other", 2, ("x",)) == TEXT.replace("import b, C\n", "import b, C\nfrom ..other import x\n")
     long = tuple(f"name_{number}" for number in range(LINE_LENGTH // 8))
-    edit = import_edit(tree, "utils", 1, long, path)
-    assert edit.lines[0] == "from .utils import (\n" and edit.lines[-1] == ")\n" and len(edit.lines) == len(long) + 4
+    split = imported(sorted_text, "utils", 1, long)
+    assert "from .utils import (\n    C,\n    b,\n    name_0,\n" in split and "    name_9,\n)\n" in split
+
+
+def test_import_edits_keep_the_statements_comments():
+    """Into an import written one name per line in parentheses, one line per name is inserted: comments, the user's
+    lines and a last name without a comma (which gets one where a name follows) stay as they are."""
+    text = "from .utils import (  # ours\n    # first\n    B,  # why\n    c\n)\nfrom ..x import y  # noqa: F401\n"
+    assert imported(text, "utils", 1, ("A", "b", "d")) == (
+        "from .utils import (  # ours\n    A,\n    # first\n    B,  # why\n    b,\n    c,\n    d,\n)\n"
+        "from ..x import y  # noqa: F401\n"
+    )
+    assert imported(text, "x", 2, ("z",)).endswith("from ..x import y, z  # noqa: F401\n")
+    crlf = text.replace("\n", "\r\n")
+    lines = crlf.splitlines(keepends=True)
+    edits = import_edits(lines, ast.parse(crlf), "utils", 1, ("d",), Path("m.py"))
+    assert edited(crlf, edits, "\r\n") == crlf.replace("    c\r\n", "    c,\r\n    d,\r\n")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["from .utils import (b,  # why\n    c)\n", f"from .utils import b, {'c' * 100}  # noqa: F401\n"],
+    ids=["split-otherwise", "too-long"],
+)
+def test_an_import_edit_that_would_move_a_comment_is_refused(text):
+    with pytest.raises(RewriteError, match=r"^m.py: line 1: the import from .utils holds a comment or other code"):
+        imported(text, "utils", 1, ("a",))
 
 
 def test_an_import_of_a_name_bound_otherwise_is_refused():
@@ -80,11 +114,12 @@ def test_an_import_of_a_name_bound_otherwise_is_refused():
     binds in another way is refused, naming the line."""
     text = TEXT + "from .utils import D, x as y\n\nE = 1\n"
     tree = ast.parse(text)
-    assert import_edit(tree, "utils", 1, ("C", "D"), Path("m.py")) is None
+    lines = text.splitlines(keepends=True)
+    assert import_edits(lines, tree, "utils", 1, ("C", "D"), Path("m.py")) == []
     with pytest.raises(RewriteError, match=r"^m.py: line 15: E is bound there by other code than tileblend's import"):
-        import_edit(tree, "utils", 1, ("E",), Path("m.py"))
+        import_edits(lines, tree, "utils", 1, ("E",), Path("m.py"))
     with pytest.raises(RewriteError, match=r"^m.py: line 13: y is bound there"):
-        import_edit(tree, "utils", 1, ("y",), Path("m.py"))
+        import_edits(lines, tree, "utils", 1, ("y",), Path("m.py"))
 
 
 def test_import_order_is_ruffs():

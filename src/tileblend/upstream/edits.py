@@ -3,11 +3,14 @@ applied.
 
 An `Edit` replaces whole lines of the file as read (`split_lines`); edits of one file never overlap, and are applied
 together by `apply_edits`, which checks that the result parses. The edits the test files need are built here too:
-`definition_edits` (a top-level class or function inserted after a line, or kept where it is written already) and `import_edit`
-(names added to a `from ... import`), formatted as upstream's ruff formats them (`LINE_LENGTH`, `import_order`).
+`definition_edits` (a top-level class or function inserted after a line, kept where it is written already, or
+refreshed where it is an earlier text tileblend wrote) and `import_edits` (names added to a `from ... import` without
+touching the rest of the statement), formatted as upstream's ruff formats them (`LINE_LENGTH`, `import_order`).
 """
 
 import ast
+import io
+import tokenize
 from pathlib import Path
 from typing import NamedTuple
 
@@ -185,18 +188,62 @@ def import_order(name: str) -> tuple:
     return (not (len(name) > 1 and name.isupper()), not name[0].isupper(), name.lower())
 
 
-def import_edit(tree: ast.Module, module: str, level: int, names: tuple[str, ...], path: Path) -> Edit | None:
-    """The edit adding `names` to the file `path`'s `from <level dots><module> import ...` (one without aliases), or
-    adding that import after the file's last import; None when the names are imported from there already. The
-    statement is written on one line, or one name per line where it is longer than `LINE_LENGTH` or was split
-    already. Raises `RewriteError` where the module binds a name it adds in any other way (`bindings`)."""
+def comment_lines(text: str) -> set[int]:
+    """The numbers of the lines of `text` (Python that parses) that hold a comment."""
+    tokens = tokenize.generate_tokens(io.StringIO(text).readline)
+    return {token.start[0] for token in tokens if token.type == tokenize.COMMENT}
+
+
+def _cut(line: str, offset: int) -> tuple[str, str]:
+    """`line` split at `offset`, a UTF-8 byte offset as `ast` gives columns."""
+    data = line.encode()
+    return data[:offset].decode(), data[offset:].decode()
+
+
+def _positions(existing: list[str], added: list[str]) -> list[int]:
+    """For each name of `added` (in `import_order`), the index of the first of `existing` it goes before: the first
+    that sorts after it, so that a sorted import stays sorted and the others keep their order."""
+    return [
+        next((index for index, name in enumerate(existing) if import_order(name) > import_order(new)), len(existing))
+        for new in added
+    ]
+
+
+def _rows_edits(lines: list[str], node: ast.ImportFrom, added: list[str]) -> list[Edit]:
+    """The edits inserting one `    name,` line per name of `added` into `node`, a parenthesised import with one name
+    per line: after the line of the name it follows (or the opening line), a comma added after the last name where a
+    name goes after it without one. Nothing else of the statement changes, its comments included."""
+    aliases = node.names
+    indent = _cut(lines[aliases[0].lineno - 1], aliases[0].col_offset)[0]
+    rows: dict[int, list[str]] = {}
+    edits = []
+    for name, index in zip(added, _positions([alias.name for alias in aliases], added)):
+        after = aliases[index - 1].end_lineno if index else node.lineno
+        rows.setdefault(after, []).append(f"{indent}{name},\n")
+    last = aliases[-1]
+    before, rest = _cut(lines[last.end_lineno - 1], last.end_col_offset)
+    if last.end_lineno in rows and not rest.lstrip().startswith(","):
+        edits.append(Edit(last.end_lineno - 1, last.end_lineno, [normalize_newlines(f"{before},{rest}")]))
+    return edits + [Edit(after, after, added_rows) for after, added_rows in rows.items()]
+
+
+def import_edits(
+    lines: list[str], tree: ast.Module, module: str, level: int, names: tuple[str, ...], path: Path
+) -> list[Edit]:
+    """The edits adding `names` to the file `path`'s `from <level dots><module> import ...` (one without aliases), or
+    adding that import after the file's last import; none when the names are imported from there already. The user's
+    statement keeps its text, comments and order: into one with a name per line in parentheses, a `    name,` line
+    is inserted per name; into one on one line, the names are inserted (where it sorted them, it stays sorted), and
+    the line is split one name per line where it gets longer than `LINE_LENGTH`. Raises `RewriteError` where the
+    module binds a name it adds in any other way (`bindings`), and where the statement holds a comment that would
+    move (a statement split otherwise, or one line that would be split)."""
     imports = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
     local = [node for node in imports if isinstance(node, ast.ImportFrom) and node.level == level]
     local = [node for node in local if node.module == module]
     imported = {alias.name for node in local for alias in node.names if alias.asname is None}
-    added = [name for name in names if name not in imported]
+    added = sorted((name for name in names if name not in imported), key=import_order)
     if not added:
-        return None
+        return []
     bound = bindings(tree.body)
     for name in added:
         if name in bound:
@@ -205,12 +252,27 @@ def import_edit(tree: ast.Module, module: str, level: int, names: tuple[str, ...
     statement = f"from {'.' * level}{module} import"
     if not local:
         after = imports[-1].end_lineno
-        return Edit(after, after, [f"{statement} {', '.join(sorted(added, key=import_order))}\n"])
+        return [Edit(after, after, [f"{statement} {', '.join(added)}\n"])]
     node = local[0]
-    merged = sorted({*(alias.name for alias in node.names), *added}, key=import_order)
-    line = f"{statement} {', '.join(merged)}"
-    if len(line) > LINE_LENGTH or node.end_lineno > node.lineno:
-        block = [f"{statement} (\n", *[f"    {name},\n" for name in merged], ")\n"]
-    else:
-        block = [line + "\n"]
-    return Edit(node.lineno - 1, node.end_lineno, block)
+    first, last = node.lineno, node.end_lineno
+    rows = [alias.lineno for alias in node.names]
+    if len(set(rows)) == len(rows) and first < min(rows) and max(rows) < last:
+        return _rows_edits(lines, node, added)
+    existing = [alias.name for alias in node.names]
+    positions = list(zip(added, _positions(existing, added)))
+    merged = []
+    for index, name in enumerate([*existing, None]):
+        merged += [new for new, position in positions if position == index] + ([name] if name else [])
+    head = _cut(lines[first - 1], node.col_offset)[0]
+    tail = normalize_newlines(_cut(lines[last - 1], node.end_col_offset)[1])
+    line = f"{head}{statement} {', '.join(merged)}"
+    commented = comment_lines("".join(lines[first - 1 : last]))
+    if len(line) <= LINE_LENGTH and first == last:
+        return [Edit(first - 1, last, [line + tail])]
+    if commented or "#" in tail or head.strip() or tail.strip():
+        raise RewriteError(
+            f"{path}: line {first}: the import from {'.' * level}{module} holds a comment or other code that adding "
+            f"{', '.join(added)} would move: add them yourself, or write the import one name per line in "
+            "parentheses; nothing was written"
+        )
+    return [Edit(first - 1, last, [f"{head}{statement} (\n", *[f"    {name},\n" for name in merged], ")\n"])]

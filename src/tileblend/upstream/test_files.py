@@ -17,7 +17,7 @@ keeps its line endings, the lines added taking the file's dominant one.
 import ast
 from pathlib import Path
 
-from .edits import RewriteError, apply_edits, definition_edits, import_edit, parse_source
+from .edits import RewriteError, apply_edits, definition_edits, import_edits, parse_source
 from .model_files import FileKind, FileRewrite
 from .source_files import SourceFile, normalize_newlines, read_source, split_lines, with_newline
 from .standalone_test import TEMPLATE, TEST_MODULE_PATH, render_test_module
@@ -68,7 +68,8 @@ def _edited(source: SourceFile, tree: ast.Module, definitions: list, imports: li
     `imports` ((module, level, names)) imported."""
     lines = split_lines(source.text)
     edits = definition_edits(lines, tree, definitions, source.path)
-    edits += [edit for edit in (import_edit(tree, *names, source.path) for names in imports) if edit is not None]
+    for names in imports:
+        edits += import_edits(lines, tree, *names, source.path)
     new = apply_edits(lines, edits, source.newline, source.path)
     return FileRewrite(path=source.path, kind=FileKind.TESTS, old=source.text, new=new, encoding=source.encoding)
 
