@@ -192,6 +192,33 @@ def test_an_import_whose_comment_would_move_is_refused(tmp_path, capsys, monkeyp
     assert "test_models_tiny.py: line 1: the import from .testing_utils holds a comment or other code" in err
 
 
+LIST_EDITS = {
+    "comment": ("    (", "    # mine\n    (", 1),
+    "row-commented": ('"blend_h"),\n', '"blend_h"),  # mine\n', 1),
+    "row-added": ("BLEND_METHODS = [\n", "BLEND_METHODS = [\n    ('tiny', 'Mine', 'blend_v'),\n", 1),
+}
+
+
+@pytest.mark.parametrize("edit", LIST_EDITS.values(), ids=LIST_EDITS.keys())
+def test_an_edit_of_the_standalone_modules_list_is_refused(tmp_path, capsys, edit):
+    """The rows of methods in the standalone test module are tileblend's only while they are exactly as it writes
+    them: a comment or a row of another form there is someone's work, which a rerun does not
+    replace."""
+    from tileblend.upstream.standalone_test import TEST_MODULE_PATH
+
+    make_tree(tmp_path)
+    (tmp_path / TEST_MODULE_PATH).parent.mkdir(parents=True)
+    assert tileblend(["rewrite", str(tmp_path)]) == 0
+    module = tmp_path / TEST_MODULE_PATH
+    start = module.read_text().index("BLEND_METHODS = [")
+    text = module.read_text()
+    edited = text[:start] + text[start:].replace(*edit)
+    assert edited != text
+    module.write_text(edited)
+    err = refused(tmp_path, capsys)
+    assert f"{module}: it is not the module tileblend writes (edited, or someone else's)" in err
+
+
 def earlier(text: str) -> str:
     """A generated text as an earlier tileblend might have written it: a comment below its first line."""
     return text.replace(":\n", ":\n    # Earlier\n", 1)
@@ -221,3 +248,22 @@ def test_an_earlier_test_text_is_refreshed(tmp_path, capsys, monkeypatch):
     assert tileblend(["rewrite", str(tmp_path)]) == 0
     assert not any("# Earlier" in text for text in files_of(tmp_path).values())
     assert tileblend(["rewrite", str(tmp_path)]) == 0 and "0 files changed" in capsys.readouterr().out
+
+
+def test_an_earlier_standalone_module_is_refreshed(tmp_path, capsys, monkeypatch):
+    """The standalone test module an earlier tileblend wrote is refreshed once its template is listed in
+    `written_tests.EARLIER` (its rows still exactly the ones for the tree); unlisted, it stops the rewrite."""
+    from tileblend.upstream import standalone_test, written_tests
+    from tileblend.upstream.written_methods import digest
+
+    make_tree(tmp_path)
+    module = tmp_path / standalone_test.TEST_MODULE_PATH
+    module.parent.mkdir(parents=True)
+    current = standalone_test.TEMPLATE
+    earlier_template = current.replace("import importlib\n", "import importlib  # earlier\n")
+    monkeypatch.setattr(standalone_test, "TEMPLATE", earlier_template)
+    assert tileblend(["rewrite", str(tmp_path)]) == 0 and "# earlier" in module.read_text()
+    monkeypatch.setattr(standalone_test, "TEMPLATE", current)
+    assert "it is not the module tileblend writes" in refused(tmp_path, capsys)
+    monkeypatch.setattr(written_tests, "EARLIER", written_tests.EARLIER | {digest(earlier_template)})
+    assert tileblend(["rewrite", str(tmp_path)]) == 0 and "# earlier" not in module.read_text()

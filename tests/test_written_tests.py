@@ -21,6 +21,8 @@ import json, sys
 sys.path.insert(0, sys.argv[1])
 from tileblend.upstream import standalone_test, test_cases, test_text
 texts = {"blend_row_loop": test_text.REFERENCE, "mixin": test_text.MIXIN, "standalone": standalone_test.TEMPLATE}
+if hasattr(test_text, "ARITHMETIC_MODULE"):
+    texts["arithmetic"] = test_text.ARITHMETIC_MODULE
 for model, case in test_cases.CASES.items():
     texts[model] = test_text.test_class(model, f"{model}TesterConfig", case)
 print(json.dumps(texts))

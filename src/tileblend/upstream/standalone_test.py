@@ -9,11 +9,14 @@ AutoencoderKLWan reach the blends and give the same bits as with the loop, and t
 CUDA graph (skipped without CUDA).
 """
 
+import re
 from pathlib import Path
 
 from .model_files import MethodId
+from .written_tests import written
 
 
+ROW = re.compile(r'    \("(\w+)", "(\w+)", "(blend_[vht])"\),\n')  # a row of `BLEND_METHODS`, as `_rows` writes it
 TEST_MODULE_PATH = Path("tests", "models", "autoencoders", "test_models_autoencoder_tiling_blend.py")
 
 TEMPLATE = '''\
@@ -173,11 +176,33 @@ def test_blend_replays_from_a_cuda_graph(method, dtype):
 '''
 
 
-def render_test_module(classes: dict[str, list[MethodId]]) -> str:
-    """The test module for `classes`: module name (in `models/autoencoders`) -> its vectorized methods."""
-    rows = [
+def _rows(classes: dict[str, list[MethodId]]) -> str:
+    """The rows of `BLEND_METHODS` for `classes`: module name (in `models/autoencoders`) -> its vectorized methods."""
+    return "".join(
         f'    ("{module}", "{method.cls}", "{method.method}"),\n'
         for module, methods in sorted(classes.items())
         for method in methods
-    ]
-    return TEMPLATE.replace("@METHODS@", "".join(rows))
+    )
+
+
+def render_test_module(classes: dict[str, list[MethodId]]) -> str:
+    """The test module for `classes`: module name (in `models/autoencoders`) -> its vectorized methods."""
+    return TEMPLATE.replace("@METHODS@", _rows(classes))
+
+
+def written_module(text: str) -> bool:
+    """Whether `text` (line endings "\\n") is a module tileblend writes: its rows of methods exactly as
+    `render_test_module` writes them (one run of rows in its form, modules in its order: a comment or another line
+    among them is someone's work), in the current template or an earlier one
+    (`tileblend.upstream.written_tests`). A row in tileblend's own form cannot be told from one it wrote."""
+    lines = text.splitlines(keepends=True)
+    rows = [index for index, line in enumerate(lines) if ROW.fullmatch(line)]
+    if not rows or rows[-1] - rows[0] + 1 != len(rows):
+        return False
+    middle = lines[rows[0] : rows[-1] + 1]
+    classes: dict[str, list[MethodId]] = {}
+    for line in middle:
+        module, cls, method = ROW.fullmatch(line).groups()
+        classes.setdefault(module, []).append(MethodId(cls, method))
+    template = "".join([*lines[: rows[0]], "@METHODS@", *lines[rows[-1] + 1 :]])
+    return _rows(classes) == "".join(middle) and (template == TEMPLATE or written(template))

@@ -20,7 +20,7 @@ from pathlib import Path
 from .edits import RewriteError, apply_edits, definition_edits, import_edits, parse_source
 from .model_files import FileKind, FileRewrite
 from .source_files import SourceFile, normalize_newlines, read_source, split_lines, with_newline
-from .standalone_test import TEMPLATE, TEST_MODULE_PATH, render_test_module
+from .standalone_test import TEST_MODULE_PATH, render_test_module, written_module
 from .test_cases import CASES
 from .test_text import (
     ARITHMETIC_MODULE,
@@ -33,6 +33,7 @@ from .test_text import (
     TESTING_UTILS_IMPORTS,
     test_class,
 )
+from .written_tests import written
 
 
 TESTS = Path("tests", "models", "autoencoders")
@@ -114,11 +115,12 @@ def _layout_files(root: Path, classes: set[str]) -> list[FileRewrite] | None:
 
 
 def _own_module(path: Path, text: str) -> FileRewrite:
-    """The test module at `path` holding `text`: written where absent. Raises `RewriteError` where the file holds
-    anything else (someone's own module, or ours edited): tileblend replaces only its own."""
+    """The test module at `path` holding `text`: written where absent, refreshed where it holds an earlier text
+    tileblend wrote (`written_tests`). Raises `RewriteError` where the file holds anything else (someone's own module,
+    or ours edited): tileblend replaces only its own."""
     existed = path.exists()
     old = read_source(path) if existed else SourceFile(path, "")
-    if existed and normalize_newlines(old.text) != text:
+    if existed and normalize_newlines(old.text) != text and not written(normalize_newlines(old.text)):
         raise RewriteError(
             f"{path}: it is not the module tileblend writes (edited, or someone else's); tileblend replaces only its "
             "own: rename or remove it; nothing was written"
@@ -140,14 +142,13 @@ def plan_test_files(root: Path, modules: list[FileRewrite]) -> list[FileRewrite]
         return []
     existed = test_path.exists()
     old = read_source(test_path) if existed else SourceFile(test_path, "")
-    prefix, suffix = TEMPLATE.split("@METHODS@")
-    text = normalize_newlines(old.text)
-    if existed and not (text.startswith(prefix) and text.endswith(suffix)):
+    classes = {plan.path.stem: plan.vectorized for plan in modules}
+    if existed and not written_module(normalize_newlines(old.text)):
         raise RewriteError(
             f"{test_path}: it is not the module tileblend writes (edited, or someone else's); tileblend replaces only "
             "its own: rename or remove it; nothing was written"
         )
-    new = with_newline(render_test_module({plan.path.stem: plan.vectorized for plan in modules}), old.newline)
+    new = with_newline(render_test_module(classes), old.newline)
     return [
         FileRewrite(path=test_path, kind=FileKind.TESTS, old=old.text, new=new, encoding=old.encoding, existed=existed)
     ]
