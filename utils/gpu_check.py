@@ -250,12 +250,12 @@ def pytest_summary(log: Path) -> str:
 
 
 def step_upstream_tests(out: Path, device: str, branch: Path) -> Step:
-    """The tests the pull request adds (the `TilingBlend` classes of the test files it edits), run on the device in
-    the rewritten copy."""
+    """The tests the pull request adds (the `TilingBlend` classes of the test files it edits or writes), run on the
+    device in the rewritten copy."""
     files = sorted(
         str(path.relative_to(branch))
         for path in (branch / "tests" / "models" / "autoencoders").glob("test_models_*.py")
-        if "TilingBlend(" in path.read_text(encoding="utf-8")
+        if "TilingBlend(" in path.read_text(encoding="utf-8") or "TilingBlend:" in path.read_text(encoding="utf-8")
     )
     report = out / "upstream-tests.xml"
     command = [sys.executable, "-m", "pytest", *files, "-k", "TilingBlend", "-rs", "-p", "no:cacheprovider"]
@@ -268,10 +268,11 @@ def step_upstream_tests(out: Path, device: str, branch: Path) -> Step:
     if code != 0 or counts["failures"] or counts["errors"] or ran == 0:
         status = f"FAIL ({counts['failures']} failed, {counts['errors']} errors, exit {code})"
     elif device == "cuda":
-        status = f"ok ({ran} passed)" if not counts["skipped"] else f"FAIL: {counts['skipped']} skipped on CUDA"
+        # A graph replay of a model that draws noise draws other noise: its CUDA-graph test skips by design.
+        skipped = sum("draws noise" not in reason for reason in skip_reasons)
+        status = f"ok ({ran} passed)" if not skipped else f"FAIL: {skipped} skipped on CUDA"
     else:
-        cuda_skips = sum("CUDA" in reason for reason in skip_reasons)
-        status = f"ok ({ran} passed; {cuda_skips} CUDA-graph tests skipped on the CPU)"
+        status = f"ok ({ran} passed; {counts['skipped']} skipped on the CPU: half precision and CUDA graphs)"
     return Step("upstream-tests", status, seconds, " ".join(["pytest", *command[3:-1]]), "upstream-tests.log")
 
 
