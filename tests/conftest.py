@@ -43,11 +43,16 @@ UPSTREAM_SNAPSHOTS = (
 """Where the upstream diffusers snapshot is looked for: what `make upstream-snapshot` writes, then a shared copy."""
 
 
+def find_upstream_snapshot() -> Path | None:
+    """The first of `UPSTREAM_SNAPSHOTS` that exists, or None."""
+    return next((path for path in UPSTREAM_SNAPSHOTS if path.is_file()), None)
+
+
 @pytest.fixture(scope="session")
 def upstream_snapshot() -> Path:
     """The upstream diffusers snapshot (`UPSTREAM_SNAPSHOTS`). Without it a test skips, or fails where
     TILEBLEND_REQUIRE_SNAPSHOT=1 (CI, which must run the tests on it)."""
-    found = next((path for path in UPSTREAM_SNAPSHOTS if path.is_file()), None)
+    found = find_upstream_snapshot()
     if found is None:
         message = "the upstream diffusers snapshot is absent: run make upstream-snapshot"
         if os.environ.get("TILEBLEND_REQUIRE_SNAPSHOT") == "1":

@@ -1,14 +1,13 @@
 """`make upstream-bugs`: each repro script reproduces its bug on the installed diffusers (the pinned release) and on
-the snapshot of upstream main (../shared/upstream/diffusers-main.tar.gz), passes once the fix its draft describes is
+the snapshot of upstream main (`make upstream-snapshot`), passes once the fix its draft describes is
 made, and each issue draft is complete.
 
 The scripts run once per diffusers, in one runner process each, the three processes at the same time: the installed
-package, the snapshot (extracted to a temporary folder; skipped without it, except under CI=true) and a copy of the
+package, the snapshot (extracted to a temporary folder; without it, as `conftest.upstream_snapshot` says) and a copy of the
 installed package with every described fix made (`FIXES`).
 """
 
 import ast
-import os
 import re
 import shutil
 import subprocess
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import diffusers
 import pytest
+from conftest import find_upstream_snapshot
 
 from tileblend.upstream.bugs import cli
 from tileblend.upstream.bugs.catalog import BUGS
@@ -27,7 +27,6 @@ from tileblend.upstream.check import extract
 pytestmark = pytest.mark.slow  # starts processes: not in the fast tier (`-m 'not slow'`)
 
 REPO = Path(__file__).resolve().parents[1]
-SNAPSHOT = REPO.parent / "shared" / "upstream" / "diffusers-main.tar.gz"
 PINNED = re.search(r"^diffusers==(\S+)$", (REPO / "constraints.txt").read_text(), re.M).group(1)
 SLUGS = [bug.slug for bug in BUGS]
 
@@ -108,18 +107,15 @@ def fixed_copy(folder: Path) -> Path:
 def runs(tmp_path_factory) -> dict:
     """The runs against the installed diffusers, the fixed copy and (where present) the snapshot, by name."""
     targets = [("installed", None), ("fixed", fixed_copy(tmp_path_factory.mktemp("fixed")))]
-    if SNAPSHOT.is_file():
-        checkout = extract(SNAPSHOT, tmp_path_factory.mktemp("snapshot"))
+    snapshot = find_upstream_snapshot()
+    if snapshot is not None:
+        checkout = extract(snapshot, tmp_path_factory.mktemp("snapshot"))
         targets.append(("snapshot", checkout / "src" / "diffusers"))
     return {run.target: run for run in run_bugs(BUGS, targets)}
 
 
 @pytest.fixture(scope="module")
-def snapshot_run(runs):
-    if "snapshot" not in runs:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{SNAPSHOT} is missing: CI must run the upstream bug repros on it")
-        pytest.skip(f"{SNAPSHOT} is absent (upstream main snapshot, see shared/upstream/README.md)")
+def snapshot_run(runs, upstream_snapshot):
     return runs["snapshot"]
 
 
