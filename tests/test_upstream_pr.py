@@ -131,7 +131,7 @@ def test_drafts_are_filled_from_the_check_run():
         description
     )
     # The evidence sentences come from the run: the broken-blend result, and the issue's summary of the check.
-    broken = "added tests fail (one row fewer blended: 1 of 1 fail)."
+    broken = "makes added tests fail: one row fewer blended: 1 of 1 fail."
     assert broken in description and broken in " ".join(issue.split())
     assert "`check_copies.py`, `ruff check` and `ruff format --check` are clean" in issue
     assert "shows 0 regressions against the untouched copy" in issue
@@ -361,7 +361,7 @@ def test_main_rewrites_and_prints_both_drafts(installed_checkout, tmp_path, caps
     issue, description = rest.split("---- DRAFT 2: the pull request description")
     methods = int(re.search(r"(\d+) blend methods in \d+ files", summary).group(1))
     assert methods >= 42
-    assert f"This PR replaces the {methods} loops" in description
+    assert f"This PR replaces the {methods} loops" in " ".join(description.split())
     assert f"diffusers\n{diffusers.__version__}" in description or f"diffusers {diffusers.__version__}" in description
     assert "`ruff format --check` on the touched files: clean" in description
     assert upstream_check.table(CHECK) in description and not re.search(r"\$(?!\()", description)

@@ -129,7 +129,7 @@ def check_numbers(check: CheckResult, inherit: bool) -> dict:
     bugs = "; ".join(
         f"{name}: {run.count('failed')} of {len(run.outcomes)} fail" for name, run in check.broken.items()
     )
-    broken_result = f"With each of these bugs made in the blend methods, added tests fail ({bugs})."
+    broken_result = f"Each of these bugs made in the blend methods makes added tests fail: {bugs}."
     evidence = (
         f"On a copy of main rewritten in the {'inherit' if inherit else 'copies'} layout, upstream's "
         f"`check_copies.py`, `ruff check` and `ruff format --check` are {'clean' if clean else 'NOT clean'}, and "
