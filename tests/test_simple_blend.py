@@ -48,3 +48,11 @@ def test_main_refuses_an_unwritable_json_path_before_any_work(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         simple_blend.main(["--workloads", "small", "--json", str(tmp_path)])
     assert exit_info.value.code == 2 and "is a folder, not a file" in capsys.readouterr().err
+
+
+def test_main_reports_a_json_write_that_fails_after_the_run_in_one_line(capsys):
+    """/dev/full accepts the up-front check and fails the write: the table stays printed, one line, exit 2."""
+    assert simple_blend.main(["--workloads", "small", "--json", "/dev/full"]) == 2
+    captured = capsys.readouterr()
+    assert "| small SD-like VAE, 384x384 (tests) | float16 |" in captured.out
+    assert captured.err == "exact-vs-simple: error: cannot write /dev/full: No space left on device\n"

@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from .. import arguments
+from ..output import OutputError, writing
 from .change_digest import planned_change
 from .edits import RewriteError
 from .rewrite import apply_rewrite, diffusers_tree, plan_rewrite, report
@@ -432,10 +433,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"upstream-check: error: {error}", file=sys.stderr)
             return 2
     print(table(result))
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(result.to_json(), encoding="utf-8")
     print(f"\nupstream-check: {'OK' if result.ok else 'FAILED'}")
+    if args.json:
+        try:
+            with writing(args.json) as path:
+                path.write_text(result.to_json(), encoding="utf-8")
+        except OutputError as error:
+            print(f"upstream-check: error: {error}", file=sys.stderr)
+            return 2
     return 0 if result.ok else 1
 
 

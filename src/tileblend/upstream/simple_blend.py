@@ -16,13 +16,14 @@ are those the coordination issue's `exact_vs_simple.py` (`tileblend/upstream/scr
 import argparse
 import contextlib
 import json
+import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
 from .. import arguments, blend
+from ..output import OutputError, writing
 from ..patch import wrapped_methods
 
 
@@ -147,8 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     command = "python utils/exact_vs_simple.py " + " ".join(["--workloads", *args.workloads])
     print(table(results))
     if args.json is not None:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(
-            json.dumps({"command": command, "results": results}, indent=2) + "\n", encoding="utf-8"
-        )
+        try:
+            with writing(args.json) as path:
+                path.write_text(
+                    json.dumps({"command": command, "results": results}, indent=2) + "\n", encoding="utf-8"
+                )
+        except OutputError as error:
+            print(f"exact-vs-simple: error: {error}", file=sys.stderr)
+            return 2
     return 0
