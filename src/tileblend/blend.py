@@ -35,11 +35,12 @@ def blend_v(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor
     """
     Blends the last rows of `a` into the first rows of `b`, in place.
 
-    With `n = min(a.shape[-2], b.shape[-2], blend_extent)`, row `y` of `b`, for `y < n`, becomes `a`'s row `y - n`
-    times `1 - y / n` plus its own times `y / n`, computed as PyTorch multiplies a tensor by a Python float: each
-    weight in the opmath dtype of `b` (float64 for float64, float32 otherwise), each product rounded to `b.dtype`,
-    then the sum. In float32 the weights are `y / n` and `(n - y) / n`, divisions by the tensor `n`, because these
-    equal the Python floats `y / n` and `1 - y / n` cast to float32, and float32 `1 - y / n` does not.
+    With `n = min(a.shape[-2], b.shape[-2], blend_extent)`, each row `y < n` of `b` becomes
+    `a[..., y - n, :] * (1 - y / n) + b[..., y, :] * (y / n)`, computed with float32 weights (float64 for float64
+    tiles) and each product rounded to `b.dtype` before the sum. The weights are `1 - y / n` and `y / n` computed
+    in float64 and rounded to the weight dtype: in float32 the weight of `a` is built as `(n - y) / n`, which
+    equals that rounded value, where float32 `1 - y / n` differs for some `y`. The divisor `n` is a tensor, not a
+    Python number, so that each weight is a true division on every device.
 
     Args:
         a (`torch.Tensor`):
@@ -69,12 +70,12 @@ def blend_h(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor
     """
     Blends the last columns of `a` into the first columns of `b`, in place.
 
-    With `n = min(a.shape[-1], b.shape[-1], blend_extent)`, column `x` of `b`, for `x < n`, becomes `a`'s column `x
-    - n` times `1 - x / n` plus its own times `x / n`, computed as PyTorch multiplies a tensor by a Python float:
-    each weight in the opmath dtype of `b` (float64 for float64, float32 otherwise), each product rounded to
-    `b.dtype`, then the sum. In float32 the weights are `x / n` and `(n - x) / n`, divisions by the tensor `n`,
-    because these equal the Python floats `x / n` and `1 - x / n` cast to float32, and float32 `1 - x / n` does
-    not.
+    With `n = min(a.shape[-1], b.shape[-1], blend_extent)`, each column `x < n` of `b` becomes
+    `a[..., x - n] * (1 - x / n) + b[..., x] * (x / n)`, computed with float32 weights (float64 for float64 tiles)
+    and each product rounded to `b.dtype` before the sum. The weights are `1 - x / n` and `x / n` computed in
+    float64 and rounded to the weight dtype: in float32 the weight of `a` is built as `(n - x) / n`, which equals
+    that rounded value, where float32 `1 - x / n` differs for some `x`. The divisor `n` is a tensor, not a Python
+    number, so that each weight is a true division on every device.
 
     Args:
         a (`torch.Tensor`):
@@ -104,12 +105,12 @@ def blend_t(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor
     """
     Blends the last frames of `a` into the first frames of `b`, in place.
 
-    With `n = min(a.shape[-3], b.shape[-3], blend_extent)`, frame `x` of `b`, for `x < n`, becomes `a`'s frame `x -
-    n` times `1 - x / n` plus its own times `x / n`, computed as PyTorch multiplies a tensor by a Python float:
-    each weight in the opmath dtype of `b` (float64 for float64, float32 otherwise), each product rounded to
-    `b.dtype`, then the sum. In float32 the weights are `x / n` and `(n - x) / n`, divisions by the tensor `n`,
-    because these equal the Python floats `x / n` and `1 - x / n` cast to float32, and float32 `1 - x / n` does
-    not.
+    With `n = min(a.shape[-3], b.shape[-3], blend_extent)`, each frame `x < n` of `b` becomes
+    `a[..., x - n, :, :] * (1 - x / n) + b[..., x, :, :] * (x / n)`, computed with float32 weights (float64 for
+    float64 tiles) and each product rounded to `b.dtype` before the sum. The weights are `1 - x / n` and `x / n`
+    computed in float64 and rounded to the weight dtype: in float32 the weight of `a` is built as `(n - x) / n`,
+    which equals that rounded value, where float32 `1 - x / n` differs for some `x`. The divisor `n` is a tensor,
+    not a Python number, so that each weight is a true division on every device.
 
     Args:
         a (`torch.Tensor`):
