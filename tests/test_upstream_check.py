@@ -104,7 +104,7 @@ def test_upstream_check_on_the_snapshot(checkout, tmp_path, inherit, capsys):
     models = [test_id for test_id in result.added if test_id.endswith("test_tiling_matches_row_loop[fp32]")]
     assert len(models) == 11 and {result.added[test_id] for test_id in models} == {"passed"}
     arithmetic = [test_id for test_id in result.added if ARITHMETIC_CLASS in test_id]
-    assert len(arithmetic) == 24 and {result.added[test_id] for test_id in arithmetic} == {"passed"}
+    assert len(arithmetic) == 20 and {result.added[test_id] for test_id in arithmetic} == {"passed"}
     skipped = [i for i in result.added if ARITHMETIC_CLASS not in i and ("cuda_graph" in i or "16]" in i)]
     assert len(skipped) == 33 and {result.added[test_id] for test_id in skipped} == {"skipped"}  # no accelerator
     # Run again alone for their wall time (the two runs above share the cores), with the same outcomes.
@@ -226,8 +226,9 @@ def test_missing_checkout_is_a_usage_error(tmp_path, capsys):
 def test_test_command_names_the_selection_or_the_whole_folder():
     """The command the table and the PR text show: `-k` with a selection, the bare folder for --full."""
     selected = upstream_check.CheckResult(selection=upstream_check.SELECTION)
-    assert selected.test_command == 'pytest tests/models/autoencoders -k "tiling or slicing or blend"'
-    assert upstream_check.CheckResult(selection=None).test_command == "pytest tests/models/autoencoders"
+    command = "pytest tests/models/autoencoders --continue-on-collection-errors"
+    assert selected.test_command == f'{command} -k "tiling or slicing or blend"'
+    assert upstream_check.CheckResult(selection=None).test_command == command
 
 
 def tarball(path: Path, members: list[tuple[str, str | None]]) -> Path:

@@ -2,10 +2,10 @@
 
 `CASES` maps a model class to its `TilingBlendCase` (`tileblend.upstream.test_text`): the `enable_tiling()` arguments,
 where it takes any, and the input shape. Each input spans at least two tiles along the height and the width of the
-tiled encode and the tiled decode, and at least one blend covers a number of rows that is not a power of two (the
-mixin's test asserts both): an overlap of the settings, or, for the models whose tile size is the config's
-`sample_size` and whose overlaps are powers of two, an edge tile the input size clips. Measured on upstream main
-(2026-08).
+tiled encode and the tiled decode, and at least one blend covers a number of rows that is not a power of two
+(`tests/test_upstream_tiling_cases.py` checks both): an overlap of the settings, or, for the models whose tile size
+is the config's `sample_size` and whose overlaps are powers of two, an edge tile the input size clips. Measured on
+upstream main (2026-08).
 """
 
 from .test_text import TilingBlendCase

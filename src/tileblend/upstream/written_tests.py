@@ -97,6 +97,10 @@ EARLIER = frozenset(
         "fdedb4cbc1b7b0a04fef3f0e709c3665a1c3647ecb19cefcf813111819e10a53",
         # 7f2a53e: mixin
         "af58da9cc35ec7b45ed71cfc2d62676e801a1c0873e50e0a4b244722222866e7",
+        # 8f9e42f: blend_row_loop, mixin, arithmetic
+        "f869a99d5b1214155f4b40124f851cdbbb6b6af0e711121749c09cdad649e010",
+        "4bbea43c17a0b1227d6f5d4b79cc630247aa19f2ac32f6ba67d9c693bc96d60a",
+        "f6a33b33095c6aa67df643eb051cc131ce784f3fdf84acf57c4e799f993a72f5",
     }
 )
 
