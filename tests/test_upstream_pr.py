@@ -131,7 +131,7 @@ def test_drafts_are_filled_from_the_check_run():
         description
     )
     # The evidence sentences come from the run: the broken-blend result, and the issue's summary of the check.
-    broken = "makes added tests fail: one row fewer blended: 1 of 1 fail."
+    broken = "deliberate bugs in `vae.py` and every copy makes an added test fail: one row fewer blended: 1 of 1 fail."
     assert broken in description and broken in " ".join(issue.split())
     assert "`check_copies.py`, `ruff check` and `ruff format --check` are clean" in issue
     assert "shows 0 regressions against the untouched copy" in issue
@@ -144,11 +144,21 @@ def test_drafts_are_filled_from_the_check_run():
     for text in (issue, description):
         text = re.sub(r"</?(details|summary)>", "", text.replace("<!--", "").replace("-->", ""))  # a collapsed block
         assert not re.search(r"<[A-Za-z][^>]*>|not run", text), text
-    assert '    pytest tests/models/autoencoders -k "tiling or slicing or blend"\n' in description
-    # A draft a person submits: no review verdict, no words about how it was made.
+    command = '    pytest tests/models/autoencoders --continue-on-collection-errors -k "tiling or slicing or blend"\n'
+    assert command in description  # the flag the real run adds, shown
+    # A draft a person submits: no review verdict, no words about how it was made, no kernel source cited.
     for text in (issue, description):
-        for word in ("Self-review", "self-review", "Verdict", "READY", "round 1", "brief", "../shared", ".ai/"):
+        for word in ("Verdict", "READY", "ready to merge", "round 1", "brief", "../shared", ".ai/", "Tick each"):
             assert word not in text, word
+        assert "BinaryDivTrueKernel" not in text and "not a measurement" not in text
+    # The self-review notes upstream's contribution guide asks for: the deliberate calls, with the measured difference
+    # of the simple blend; the issue has none.
+    notes = description.split("## Self-review notes\n")[1].split("\n## ")[0]
+    assert "1.2% of the output values, by up to 0.0039 (SD v1 VAE, WORKLOAD, float16)" in " ".join(notes.split())
+    for call in ("The float64 branch", "`AutoencoderVidTok` and `LTX2VideoDiffusionDecoderModel`", "Not measured"):
+        assert call in notes, call
+    assert "runs upstream's `self-review` skill on the final diff" in " ".join(notes.split())
+    assert "Self-review" not in issue
     assert "AI assistance" in description
     # Every number has the script that reruns it, whole, in a collapsed block; "not measured" is said once.
     for script in ("count_blend_ops.py", "exact_vs_simple.py"):
@@ -160,7 +170,7 @@ def test_drafts_are_filled_from_the_check_run():
     assert upstream_pr.GPU_NOT_RUN in description and upstream_pr.GPU_NOT_RUN in issue
     assert "(+30 -10 lines, tests included)" in issue and "(+12 -20 lines, tests included)" in issue
     assert "Would you accept a PR along these lines, and which form and layout do you prefer?\n\n<details>" in issue
-    assert "#14722 proposed the same change and was withdrawn" in issue
+    assert "\nSupersedes #14722.\n" in issue and "withdrawn" not in issue
     assert "OMP_NUM_THREADS=1 pytest a -k TilingBlend" in description  # the added test files, from the check run
 
 

@@ -112,8 +112,8 @@ def rewrite_numbers(rewrite: TreeRewrite, sizes: dict[bool, tuple[int, int]], in
 
 
 def check_numbers(check: CheckResult, inherit: bool) -> dict:
-    """The placeholders `make upstream-check`'s result fills: its table, the added tests and their classes, and the
-    sentences of evidence the drafts state from it.
+    """The placeholders `make upstream-check`'s result fills: its table, the added tests and their classes (and the
+    classes with no test class, `TOO_LARGE`), and the sentences of evidence the drafts state from it.
 
     Raises ValueError for a result of the other layout, or without the broken-blend run.
     """
@@ -129,7 +129,7 @@ def check_numbers(check: CheckResult, inherit: bool) -> dict:
     bugs = "; ".join(
         f"{name}: {run.count('failed')} of {len(run.outcomes)} fail" for name, run in check.broken.items()
     )
-    broken_result = f"Each of these bugs made in the blend methods makes added tests fail: {bugs}."
+    broken_result = f"Each of these deliberate bugs in `vae.py` and every copy makes an added test fail: {bugs}."
     evidence = (
         f"On a copy of main rewritten in the {'inherit' if inherit else 'copies'} layout, upstream's "
         f"`check_copies.py`, `ruff check` and `ruff format --check` are {'clean' if clean else 'NOT clean'}, and "
@@ -147,6 +147,7 @@ def check_numbers(check: CheckResult, inherit: bool) -> dict:
             f"`{name.removeprefix('Test').removesuffix(TEST_CLASS_SUFFIX)}`" for name in models
         ),
         "tested_class_count": len(models),
+        "too_large": " and ".join(f"`{name}`" for name in TOO_LARGE),
         "added_passed": passed,
         "added_skipped": skipped,
         "added_seconds": f"{check.added_alone.seconds:.0f}",
@@ -217,14 +218,18 @@ def gpu_numbers(summary: dict | None, change: dict) -> dict:
 
 def exactness_numbers(exactness: dict) -> dict:
     """The exact vs simple blend table of the coordination issue, from `make exact-vs-simple`'s JSON: its SD rows,
-    which `exact_vs_simple.py` reruns in minutes, and the scripts the issue carries."""
+    which `exact_vs_simple.py` reruns in minutes, the largest difference among them (`simple_difference`, which the
+    PR's notes quote), and the scripts the issue carries."""
     from .simple_blend import table as exactness_table
 
     rows = [result for result in exactness["results"] if result["workload"].startswith("SD v1 VAE")]
     if not rows:
         raise ValueError("it has no SD v1 VAE rows")
+    worst = max(rows, key=lambda result: result["changed_share"])
     return {
         "exactness_table": exactness_table(rows),
+        "simple_difference": f"{100 * worst['changed_share']:.1f}% of the output values, by up to "
+        f"{worst['max_abs_difference']:.3g} ({worst['workload']}, {worst['dtype']})",
         "count_ops_script": (SCRIPTS / "count_blend_ops.py").read_text(encoding="utf-8"),
         "exactness_script": (SCRIPTS / "exact_vs_simple.py").read_text(encoding="utf-8"),
     }
