@@ -2,11 +2,13 @@
 
 import json
 
+import diffusers
 import pytest
 import torch
 
 from tileblend import cli, cuda_graph, patch
 from tileblend.patch import autoencoder_classes, find_loop_blends
+from tileblend.streamed.source import streamed_version
 from tileblend.tiny_models import MODELS
 from tileblend.verify import method_checks, model_checks, tables
 
@@ -101,7 +103,10 @@ def test_cli_writes_json_and_table(tmp_path, capsys, no_method_checks):
     assert code == 0
     records = json.loads(record_path.read_text())
     streamed = [r for r in records if r["check"] == "streamed"]
-    assert [(r["model"], r["dtype"], r["exact"], r["ok"]) for r in streamed] == [("kl", "float32", True, True)]
+    # Streamed where this diffusers' AutoencoderKL.tiled_decode is the one tileblend streams (0.42.1); skipped, as
+    # the stock decode runs, on other releases (the floor, 0.36.0, has another).
+    exact = True if streamed_version(diffusers.AutoencoderKL.tiled_decode) is not None else None
+    assert [(r["model"], r["dtype"], r["exact"], r["ok"]) for r in streamed] == [("kl", "float32", exact, True)]
     records = [r for r in records if r["check"] != "streamed"]
     assert [(r["model"], r["path"], r["dtype"]) for r in records] == [
         ("kl", "encode", "float32"),
