@@ -157,7 +157,6 @@ def test_drafts_are_filled_from_the_check_run():
     assert "1.2% of the output values, by up to 0.0039 (SD v1 VAE, WORKLOAD, float16)" in " ".join(notes.split())
     for call in ("The float64 branch", "`AutoencoderVidTok` and `LTX2VideoDiffusionDecoderModel`", "Not measured"):
         assert call in notes, call
-    assert "runs upstream's `self-review` skill on the final diff" in " ".join(notes.split())
     assert "Self-review" not in issue
     assert "AI assistance" in description
     # Every number has the script that reruns it, whole, in a collapsed block; "not measured" is said once.
