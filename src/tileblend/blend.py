@@ -39,8 +39,7 @@ def blend_v(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor
     `a[..., y - n, :] * (1 - y / n) + b[..., y, :] * (y / n)`, computed with float32 weights (float64 for float64
     tiles) and each product rounded to `b.dtype` before the sum. The weights are `1 - y / n` and `y / n` computed
     in float64 and rounded to the weight dtype: in float32 the weight of `a` is built as `(n - y) / n`, which
-    equals that rounded value, where float32 `1 - y / n` differs for some `y`. The divisor `n` is a tensor, not a
-    Python number, so that each weight is a true division on every device.
+    equals that rounded value, where float32 `1 - y / n` differs for some `y`.
 
     Args:
         a (`torch.Tensor`):
@@ -74,8 +73,7 @@ def blend_h(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor
     `a[..., x - n] * (1 - x / n) + b[..., x] * (x / n)`, computed with float32 weights (float64 for float64 tiles)
     and each product rounded to `b.dtype` before the sum. The weights are `1 - x / n` and `x / n` computed in
     float64 and rounded to the weight dtype: in float32 the weight of `a` is built as `(n - x) / n`, which equals
-    that rounded value, where float32 `1 - x / n` differs for some `x`. The divisor `n` is a tensor, not a Python
-    number, so that each weight is a true division on every device.
+    that rounded value, where float32 `1 - x / n` differs for some `x`.
 
     Args:
         a (`torch.Tensor`):
@@ -109,8 +107,7 @@ def blend_t(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor
     `a[..., x - n, :, :] * (1 - x / n) + b[..., x, :, :] * (x / n)`, computed with float32 weights (float64 for
     float64 tiles) and each product rounded to `b.dtype` before the sum. The weights are `1 - x / n` and `x / n`
     computed in float64 and rounded to the weight dtype: in float32 the weight of `a` is built as `(n - x) / n`,
-    which equals that rounded value, where float32 `1 - x / n` differs for some `x`. The divisor `n` is a tensor,
-    not a Python number, so that each weight is a true division on every device.
+    which equals that rounded value, where float32 `1 - x / n` differs for some `x`.
 
     Args:
         a (`torch.Tensor`):
