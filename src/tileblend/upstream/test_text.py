@@ -164,7 +164,7 @@ class {ARITHMETIC_CLASS}:
             shape[dim] = 200
             a = torch.randn(shape, generator=generator).to(torch_device, dtype)
             shape[dim] = rows
-            # `b` is a strided view, as the tiles of several models are.
+            # `b` is a non-contiguous view: the blend must not assume contiguous tiles.
             b = torch.randn([*shape[:-1], 2 * shape[-1]], generator=generator).to(torch_device, dtype)[..., ::2]
             a_before, expected = a.clone(), {REFERENCE_NAME}(a.clone(), b.clone(), blend_extent, dim)
 
