@@ -101,6 +101,8 @@ EARLIER = frozenset(
         "f869a99d5b1214155f4b40124f851cdbbb6b6af0e711121749c09cdad649e010",
         "4bbea43c17a0b1227d6f5d4b79cc630247aa19f2ac32f6ba67d9c693bc96d60a",
         "f6a33b33095c6aa67df643eb051cc131ce784f3fdf84acf57c4e799f993a72f5",
+        # 40539bd: arithmetic
+        "29ab5783133e1c7d47e694583023e19df0c7cd678bd107e3a170b83520d0c65e",
     }
 )
 
