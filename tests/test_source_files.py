@@ -25,7 +25,8 @@ def test_read_source_refuses_what_is_not_a_regular_file_at_once(tmp_path):
     """A tree can hold a FIFO named like a module (a read would block forever) or a link to a device (endless)."""
     os.mkfifo(tmp_path / "fifo.py")
     (tmp_path / "zero.py").symlink_to("/dev/zero")
-    for name in ["fifo.py", "zero.py"]:
+    (tmp_path / "folder.py").mkdir()
+    for name in ["fifo.py", "zero.py", "folder.py"]:
         with pytest.raises(SourceError, match=f"cannot read {tmp_path / name}: .* is not a regular file"):
             read_source(tmp_path / name)
 

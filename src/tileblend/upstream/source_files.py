@@ -99,9 +99,10 @@ def _read_regular_file(path: Path) -> bytes:
     """The bytes of `path`, a regular file (or a link to one) of at most `MAX_SOURCE_BYTES`: a tree can hold a FIFO,
     which would block a read, or a link to a device, which never ends; both raise `OSError`."""
     descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # not on Windows, which has no FIFO files
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise OSError(f"{path} is not a regular file")
     with os.fdopen(descriptor, "rb") as file:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            raise OSError(f"{path} is not a regular file")
         data = file.read(MAX_SOURCE_BYTES + 1)
     if len(data) > MAX_SOURCE_BYTES:
         raise OSError(f"{path} is larger than {MAX_SOURCE_BYTES} bytes, more than any Python module of diffusers")
