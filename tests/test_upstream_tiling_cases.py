@@ -5,7 +5,7 @@ the height and the width, at least one blend covering a number of rows that is n
 are rounded, which tells the exact arithmetic from others).
 
 The snapshot (`make upstream-snapshot`) is extracted and rewritten at test time; the generated test classes run in a
-subprocess on the snapshot's diffusers, with the blends of the row-loop model recorded (`tileblend.calls`).
+subprocess on the snapshot's diffusers, with the blends of the model recorded (`tileblend.calls`).
 """
 
 import json
@@ -23,7 +23,7 @@ from tileblend.upstream.test_text import TEST_CLASS_SUFFIX
 
 pytestmark = pytest.mark.slow  # starts a process that builds 11 models
 
-# Run in the rewritten checkout: per model, the blends (method, rows blended) of its row-loop model's tiled forward.
+# Run in the rewritten checkout: per model, the blends (method, rows blended) of its tiled forward.
 RECORD = """
 import importlib, json, pathlib, sys
 import torch
@@ -35,9 +35,9 @@ for model in sys.argv[2:]:
     files = sorted(pathlib.Path("tests/models/autoencoders").glob("test_*.py"))
     path = next(path for path in files if f"class {name}(" in path.read_text())
     test = getattr(importlib.import_module(".".join(path.with_suffix("").parts)), name)()
-    row_loop_model = test.get_tiled_models(torch.float32)[1]
-    with record_blends(type(row_loop_model)) as calls:
-        test.tiled_forward(row_loop_model, test.get_tiling_inputs(torch.float32))
+    model = test.get_tiled_model(test.model_class, torch.float32)
+    with record_blends(test.model_class) as calls:
+        test.tiled_forward(model, test.get_tiling_inputs(torch.float32))
     blends[model] = [(call.method, call.effective) for call in calls]
 print(json.dumps(blends))
 """

@@ -1,11 +1,12 @@
 """Per rewritten class, what its test class sets so that its tiled forward blends overlapping tiles.
 
 `CASES` maps a model class to its `TilingBlendCase` (`tileblend.upstream.test_text`): the `enable_tiling()` arguments,
-where it takes any, and the input shape. Each input spans at least two tiles along the height and the width of the
-tiled encode and the tiled decode, and at least one blend covers a number of rows that is not a power of two
-(`tests/test_upstream_tiling_cases.py` checks both): an overlap of the settings, or, for the models whose tile size
-is the config's `sample_size` and whose overlaps are powers of two, an edge tile the input size clips. Measured on
-upstream main (2026-08).
+where the mixin's default ones do not fit, and the input shape. Each input spans at least two tiles along the height
+and the width of the tiled encode and the tiled decode, and at least one blend covers a number of rows that is not a
+power of two (`tests/test_upstream_tiling_cases.py` checks both): an overlap of the settings, or, for the models whose
+tile size is the config's `sample_size` and whose overlaps are powers of two, an edge tile the input size clips. Video
+models take one frame, which their tiled forward tiles as it tiles every frame, except where frames are tiled too.
+Measured on upstream main (2026-12).
 """
 
 from .test_text import TilingBlendCase
@@ -33,22 +34,33 @@ def _overlap(tile: int, factor: float) -> dict:
 
 # 32-pixel tiles every 24 pixels: the last of the 54-pixel input is 6 pixels, 3 latents, so its seams blend 6 and 3.
 _CLIPPED_EDGE = (1, 3, 54, 54)
+# The mixin's 40-pixel tiles every 16 pixels (a 24-pixel overlap, 3 latents at 8x) on a 48-pixel image or frame.
+_IMAGE, _FRAME = (1, 3, 48, 48), (1, 3, 1, 48, 48)
 
 CASES: dict[str, TilingBlendCase] = {
-    "AutoencoderDC": TilingBlendCase((1, 3, 32, 32), _spatial(16, 10)),
-    "AutoencoderKL": TilingBlendCase(_CLIPPED_EDGE),
-    "AutoencoderKLKVAE": TilingBlendCase(_CLIPPED_EDGE),
-    "ConsistencyDecoderVAE": TilingBlendCase(_CLIPPED_EDGE),
+    "AutoencoderDC": TilingBlendCase(_IMAGE),
+    "AutoencoderKL": TilingBlendCase(_CLIPPED_EDGE, {}),
+    "AutoencoderKLKVAE": TilingBlendCase(_CLIPPED_EDGE, {}),
+    "ConsistencyDecoderVAE": TilingBlendCase(_CLIPPED_EDGE, {}),
+    # Frame tiles too (blend_t); the tiles are 16 pixels every 8 across the height, the mixin's across the width.
     "AutoencoderKLHunyuanVideo": TilingBlendCase(
-        (1, 3, 9, 48, 48), _spatial(40, 16) | {"tile_sample_min_num_frames": 8, "tile_sample_stride_num_frames": 4}
+        (1, 3, 9, 24, 48),
+        {
+            "tile_sample_min_height": 16,
+            "tile_sample_min_width": 40,
+            "tile_sample_stride_height": 8,
+            "tile_sample_stride_width": 16,
+            "tile_sample_min_num_frames": 8,
+            "tile_sample_stride_num_frames": 4,
+        },
     ),
-    "AutoencoderKLLTXVideo": TilingBlendCase((1, 3, 9, 24, 24), _spatial(20, 8)),
-    "AutoencoderKLMochi": TilingBlendCase((1, 3, 7, 48, 48), _spatial(40, 16)),
-    "AutoencoderKLWan": TilingBlendCase((1, 3, 9, 48, 48), _spatial(40, 16)),
-    "AutoencoderKLCogVideoX": TilingBlendCase((1, 3, 8, 48, 48), _overlap(40, 0.6)),
+    "AutoencoderKLLTXVideo": TilingBlendCase(_FRAME),
+    "AutoencoderKLMochi": TilingBlendCase(_FRAME),
+    "AutoencoderKLWan": TilingBlendCase(_FRAME),
+    "AutoencoderKLMagvit": TilingBlendCase(_FRAME),
+    "AutoencoderKLCogVideoX": TilingBlendCase(_FRAME, _overlap(40, 0.6)),
     # The tiny config downsamples 8x, its compression ratios say 16x: tiles of 56 every 32 pixels blend 16 and 24.
-    "AutoencoderKLLTX2Video": TilingBlendCase((1, 3, 9, 48, 48), _spatial(56, 32)),
-    "AutoencoderKLMagvit": TilingBlendCase((1, 3, 9, 48, 48), _spatial(40, 16)),
+    "AutoencoderKLLTX2Video": TilingBlendCase(_FRAME, _spatial(56, 32)),
 }
 """Per class: the tile settings and input shape with which its tiled forward blends overlapping tiles."""
 
