@@ -103,6 +103,22 @@ EARLIER = frozenset(
         "f6a33b33095c6aa67df643eb051cc131ce784f3fdf84acf57c4e799f993a72f5",
         # 40539bd: arithmetic
         "29ab5783133e1c7d47e694583023e19df0c7cd678bd107e3a170b83520d0c65e",
+        # f4d017f: mixin, arithmetic, AutoencoderDC, AutoencoderKL, AutoencoderKLKVAE, ConsistencyDecoderVAE,
+        # AutoencoderKLHunyuanVideo, AutoencoderKLLTXVideo, AutoencoderKLMochi, AutoencoderKLWan, AutoencoderKLCogVideoX,
+        # AutoencoderKLLTX2Video, AutoencoderKLMagvit
+        "8e0bdf27064436003e4b6e8097ad3939836d0e7a23012b9d92d8eb85b85ceeea",
+        "97a6f5057a74c2ecbcf3b2b7d74a3f48ee4b96f7e1f09263b2da5f59115f29a7",
+        "a0061e01e9a1b2f52f5873c05584170c0cd4d67ee4ff90aff99ba553b1d800ca",
+        "c9dd0d29db1f23f47135ae048f95f165927a732d5750481b1629a90c8919c1fd",
+        "673cf041d96c2d87a7457055b638bb1ff3dad48623087b00983c71a245a0797f",
+        "a459fdc594894165733b6b36d9e87ea6b9d393b1050a8acd6d34fb143d3b9d15",
+        "b363f3b464d8563e4b2c984d2981aa60710fcfa03cb63b123ba685df77418504",
+        "70ce2c3e962343db6d635243827b2e0b9f3e5c1573995a64407670b77339436e",
+        "4d9b0c334ee92ce7d3a2c72c5c702411acc0d5a4d6ad7ec5f1fbf9cad5a6d49f",
+        "443d713318775be2d95265a7faccd41298942e1272371fbd3d0be576b07f16bc",
+        "a845b3495f89bd6594ab740dcf048c0c457c1a63f81e423e025e1f47e2d74443",
+        "c0a444c6db8597529627605b2e0ac98bae1f8628b69505f994943a0b96c91c88",
+        "214620be025c6d3a45fc88e623014b3b9003a355b87efe27cf042ed610d38610",
     }
 )
 
