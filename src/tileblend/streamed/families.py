@@ -7,6 +7,8 @@ for the source whose digest (`tileblend.streamed.source.digest`) `FAMILIES` list
 class whose `tiled_decode` has that digest.
 """
 
+import dataclasses
+
 import torch
 
 from .walk import Grid, decode_rows
@@ -63,6 +65,58 @@ def kl(self, z: torch.Tensor, return_dict: bool = True):
         if self.config.use_post_quant_conv:
             tile = self.post_quant_conv(tile)
         return self.decoder(tile)
+
+    return _result(decode_rows(self, grid, decode_tile), return_dict)
+
+
+def _plain_overlap(self, z: torch.Tensor) -> torch.Tensor:
+    """The classes whose tiles are square, laid out by one overlap factor, and decoded by `decoder` alone."""
+    size, sample, factor = self.tile_latent_min_size, self.tile_sample_min_size, self.tile_overlap_factor
+    grid = _overlap_grid(z.shape[2:4], (size, size), (sample, sample), (factor, factor))
+    return decode_rows(self, grid, lambda i, j: self.decoder(z[:, :, i : i + size, j : j + size]))
+
+
+def kvae(self, z: torch.Tensor, return_dict: bool = True):
+    """AutoencoderKLKVAE and AutoencoderKLHunyuanImage: square tiles, `decoder` alone."""
+    return _result(_plain_overlap(self, z), return_dict)
+
+
+def dc(self, z: torch.Tensor, return_dict: bool = True):
+    """AutoencoderDC: tiles of sample sizes and strides, `decoder` alone, no final cut."""
+    grid = dataclasses.replace(_stride_grid(self, z.shape[2], z.shape[3]), height=None, width=None)
+
+    def decode_tile(i, j):
+        return self.decoder(z[:, :, i : i + grid.tile_height, j : j + grid.tile_width])
+
+    return _result(decode_rows(self, grid, decode_tile), return_dict)
+
+
+def hunyuanvideo15(self, z: torch.Tensor):
+    """AutoencoderKLHunyuanVideo15: tiles of its latent tile sizes laid out by its overlap factor, `decoder` alone;
+    returns the tensor, as the stock method does."""
+    height, width = self.tile_latent_min_height, self.tile_latent_min_width
+    grid = _overlap_grid(
+        z.shape[3:5],
+        (height, width),
+        (self.tile_sample_min_height, self.tile_sample_min_width),
+        (self.tile_overlap_factor, self.tile_overlap_factor),
+    )
+    return decode_rows(self, grid, lambda i, j: self.decoder(z[:, :, :, i : i + height, j : j + width]))
+
+
+def magvit(self, z: torch.Tensor, return_dict: bool = True):
+    """AutoencoderKLMagvit: `post_quant_conv`, the first latent frame, then batches of latent frames, the conv cache
+    cleared after each tile; the output cut to the latent's size times the compression."""
+    grid = _stride_grid(self, z.shape[3], z.shape[4])
+
+    def decode_tile(i, j):
+        tile = self.post_quant_conv(z[:, :, :, i : i + grid.tile_height, j : j + grid.tile_width])
+        time = [self.decoder(tile[:, :, :1, :, :])]
+        for k in range(1, z.shape[2], self.num_latent_frames_batch_size):
+            time.append(self.decoder(tile[:, :, k : k + self.num_latent_frames_batch_size, :, :]))
+        decoded = torch.cat(time, dim=2)
+        self._clear_conv_cache()
+        return decoded
 
     return _result(decode_rows(self, grid, decode_tile), return_dict)
 

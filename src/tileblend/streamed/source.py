@@ -27,6 +27,11 @@ FAMILIES = {
     "33666bc8711a7dcf": (("AutoencoderKLHunyuanVideo",), families.hunyuan_video),
     "0ed74c1fce6aee09": (("AutoencoderKLLTXVideo",), families.ltx),
     "f66fc9489ddc807d": (("AutoencoderKLLTX2Video",), families.ltx2),
+    "9ce6f092d7ebf8d5": (("AutoencoderKLKVAE",), families.kvae),
+    "f5e0376f05d6ffa5": (("AutoencoderKLHunyuanImage",), families.kvae),
+    "964c4b847e31f625": (("AutoencoderDC",), families.dc),
+    "964dcc696e59adb4": (("AutoencoderKLHunyuanVideo15",), families.hunyuanvideo15),
+    "83e80ba260c12ab7": (("AutoencoderKLMagvit",), families.magvit),
 }
 
 COVERED = tuple(name for names, _ in FAMILIES.values() for name in names)
