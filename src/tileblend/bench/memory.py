@@ -11,15 +11,22 @@ adapts its threshold to the tiles and the stock decode's peak varies by a factor
 alternate stock, streamed / streamed, stock; the table gives the median with min and max over the runs.
 
 Presets:
-- `cpu`: tiny random-weight models with small tiles, so that one tile's activations are small and the tiled decode's
-  own bookkeeping is what shows: AutoencoderKL (4 levels of 4 channels, 128-px tiles, overlap 0.25) at 4096x4096 in
-  float32 and bfloat16 and at 2048x2048, AutoencoderKLWan (base_dim 3, 64-px tiles, stride 48) at 9 frames of
-  1024x1024, AutoencoderKLHunyuanVideo (spatial tiling only, 64-px tiles) at 9 frames of 512x512.
+- `cpu` (the default without CUDA; a few minutes on an idle 2-core machine): tiny random-weight models with small
+  tiles, so that one tile's activations are small and the tiled decode's own bookkeeping is what shows:
+  AutoencoderKL (4 levels of 4 channels, 128-px tiles, overlap 0.25) at 4096x4096 in float32, and AutoencoderKLWan
+  (base_dim 3, 64-px tiles, stride 48) at 5 frames of 768x768.
+- `cpu-all` (about half an hour): the `cpu` cases, AutoencoderKL at 4096x4096 in bfloat16 and at 2048x2048,
+  AutoencoderKLWan at 9 frames of 1024x1024 and AutoencoderKLHunyuanVideo (spatial tiling only, 64-px tiles) at 9
+  frames of 512x512.
 - `gpu`: an SD-v1-size AutoencoderKL at 4096x4096 in float32 with diffusers' default tiling (512-px tiles), and a
   Wan-2.1-size AutoencoderKLWan (its defaults) at 81 frames of 720x1280 in bfloat16 (256-px tiles, stride 192).
 
-This module is also the worker: `python -m tileblend.bench.memory --arm A|B --config JSON --result PATH` (A: stock,
-B: streamed).
+`--encode` measures the stock tiled encode of the AutoencoderKL cases instead, the same way: an input of the decoded
+size, encoded with tiling on; the encoded moments stay alive, and the table gives the extra peak as a multiple of the
+input.
+
+This module is also the worker: `python -m tileblend.bench.memory --arm A|B|E --config JSON --result PATH` (A: stock decode,
+B: streamed decode, E: stock tiled encode).
 """
 
 import argparse
@@ -47,6 +54,8 @@ from .records import WorkerConfig, read_result, write_record, write_result
 
 WORKER_MODULE = "tileblend.bench.memory"
 ARMS = {"A": "stock", "B": "streamed"}
+ENCODE_ARM = "E"
+NAMES = {"A": "stock decode", "B": "streamed decode", ENCODE_ARM: "stock tiled encode"}
 MALLOC_SETTINGS = {"MALLOC_MMAP_THRESHOLD_": "131072"}
 """Allocations of 128 KiB and more are mapped and unmapped one by one: the peak RSS no longer depends on how glibc's
 adaptive threshold happened to move during the run."""
@@ -97,11 +106,15 @@ class Case:
     attributes: dict = dataclasses.field(default_factory=dict)
 
 
+KL_4096 = Case("kl-4096", "AutoencoderKL", KL_TINY, (1, 4, 512, 512))
+WAN_5X768 = Case("wan-5x768", "AutoencoderKLWan", WAN_TINY, (1, 16, 2, 96, 96), tiling=TINY_TILES)
 PRESETS = {
-    "cpu": (
-        Case("kl-4096", "AutoencoderKL", KL_TINY, (1, 4, 512, 512)),
+    "cpu": (KL_4096, WAN_5X768),
+    "cpu-all": (
+        KL_4096,
         Case("kl-4096-bf16", "AutoencoderKL", KL_TINY, (1, 4, 512, 512), dtype="bfloat16"),
         Case("kl-2048", "AutoencoderKL", KL_TINY, (1, 4, 256, 256)),
+        WAN_5X768,
         Case("wan-9x1024", "AutoencoderKLWan", WAN_TINY, (1, 16, 3, 128, 128), tiling=TINY_TILES),
         Case(
             "hunyuan-video-9x512",
@@ -131,6 +144,7 @@ class MemoryResult:
     output_shape: list[int]
     output_bytes: int
     output_sha256: str
+    input_bytes: int = 0
 
 
 def build_model(case: Case, device: torch.device, seed: int):
@@ -179,7 +193,8 @@ def _status_bytes(field: str) -> int:
 
 def measure(arm: str, config: WorkerConfig) -> MemoryResult:
     """Build the case of `config`, warm up, and measure one decode of its latent with the stock (A) or streamed (B)
-    tiled decode."""
+    tiled decode, or (E, AutoencoderKL only) one stock tiled encode of an input of the decoded size, its output the
+    encoded moments."""
     import tileblend
 
     case = CASES[config.workload["case"]]
@@ -190,14 +205,33 @@ def measure(arm: str, config: WorkerConfig) -> MemoryResult:
     model = build_model(case, device, config.seed)
     generator = torch.Generator().manual_seed(config.seed)
     latent = torch.randn(case.latent_shape, generator=generator).to(device, DTYPES[case.dtype])
-    warm_up = latent[..., : latent.shape[-2] // 8 + 2, : latent.shape[-1] // 8 + 2].clone()
+    if arm == "E":
+        size, scale = model.tile_sample_min_size, model.tile_sample_min_size // model.tile_latent_min_size
+        shape = (latent.shape[0], model.config.in_channels, latent.shape[2] * scale, latent.shape[3] * scale)
+        del latent
+        sample = torch.randn(shape, generator=generator).to(device, DTYPES[case.dtype])
+
+        def encode(x):
+            return model.encode(x).latent_dist.parameters
+
+        result = _measure_call(arm, device, encode, sample, (size + 8, size + 8))  # a warm-up of 2 x 2 tiles
+        return dataclasses.replace(result, input_bytes=sample.numel() * sample.element_size())
+    corner = (latent.shape[-2] // 8 + 2, latent.shape[-1] // 8 + 2)
+    with tileblend.streamed_decode(model) if arm == "B" else contextlib.nullcontext():
+        return _measure_call(arm, device, lambda z: model.decode(z).sample, latent, corner)
+
+
+def _measure_call(arm: str, device: torch.device, call, argument: torch.Tensor, corner: tuple[int, int]):
+    """Call `call` on a copy of the top-left `corner` (height, width) of `argument` to warm up, then measure one call
+    on `argument`: a `MemoryResult`."""
     meter = PeakMeter(device)
-    with torch.inference_mode(), tileblend.streamed_decode(model) if arm == "B" else contextlib.nullcontext():
-        model.decode(warm_up)
+    with torch.inference_mode():
+        warm_up = argument[..., : corner[0], : corner[1]].clone()
+        call(warm_up)
         del warm_up
         meter.start()
         began = time.perf_counter()
-        output = model.decode(latent).sample
+        output = call(argument)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         wall_s = time.perf_counter() - began
@@ -214,8 +248,9 @@ def measure(arm: str, config: WorkerConfig) -> MemoryResult:
     )
 
 
-def run_case(case: Case, args: argparse.Namespace, progress) -> dict:
-    """Measure `case` in `args.runs` fresh processes per arm, alternating A B, B A; return its row."""
+def run_workers(case: Case, args: argparse.Namespace, arms: tuple[str, ...], progress) -> dict[str, list]:
+    """The `MemoryResult`s of `case` for each of `arms`, `args.runs` fresh processes per arm, the order of the arms
+    reversed every other run."""
     config = WorkerConfig(
         device=args.device,
         dtype=case.dtype,
@@ -225,11 +260,11 @@ def run_case(case: Case, args: argparse.Namespace, progress) -> dict:
         reps=1,
         workload={"case": case.name},
     )
-    results = {"A": [], "B": []}
+    results = {arm: [] for arm in arms}
     variables = MALLOC_SETTINGS if torch.device(args.device).type == "cpu" else {}
     with tempfile.TemporaryDirectory(prefix="tileblend-bench-memory-") as folder:
         for run in range(args.runs):
-            for arm in ("A", "B") if run % 2 == 0 else ("B", "A"):
+            for arm in arms if run % 2 == 0 else arms[::-1]:
                 path = Path(folder, f"{arm}-{run}.json")
                 command = [sys.executable, "-m", WORKER_MODULE, "--arm", arm, "--config", config.to_json()]
                 completed = subprocess.run(
@@ -239,13 +274,36 @@ def run_case(case: Case, args: argparse.Namespace, progress) -> dict:
                     text=True,
                 )
                 if completed.returncode != 0:
-                    raise RuntimeError(f"the {ARMS[arm]} decode of {case.name} failed (exit {completed.returncode})")
+                    raise RuntimeError(f"the {NAMES[arm]} of {case.name} failed (exit {completed.returncode})")
                 result = read_result(path, MemoryResult)
                 results[arm].append(result)
+                size, what = (result.input_bytes, "input") if arm == ENCODE_ARM else (result.output_bytes, "output")
                 progress(
-                    f"{case.name} run {run + 1}/{args.runs} {ARMS[arm]}: extra peak {format_bytes(result.peak_bytes)}"
-                    f" ({result.peak_bytes / result.output_bytes:.2f}x the output), {result.wall_s:.1f} s"
+                    f"{case.name} run {run + 1}/{args.runs} {NAMES[arm]}: extra peak {format_bytes(result.peak_bytes)}"
+                    f" ({result.peak_bytes / size:.2f}x the {what}), {result.wall_s:.1f} s"
                 )
+    return results
+
+
+def _spread(name: str, results: list, size: int) -> dict:
+    """The median, min and max of the peaks and wall times of `results`, keys prefixed with `name`; the ratio is the
+    median peak over `size`."""
+    peaks = [result.peak_bytes for result in results]
+    walls = [result.wall_s for result in results]
+    return {
+        f"{name}_peak_bytes": int(statistics.median(peaks)),
+        f"{name}_peak_min_bytes": min(peaks),
+        f"{name}_peak_max_bytes": max(peaks),
+        f"{name}_ratio": statistics.median(peaks) / size,
+        f"{name}_wall_s": statistics.median(walls),
+        f"{name}_wall_min_s": min(walls),
+        f"{name}_wall_max_s": max(walls),
+    }
+
+
+def run_case(case: Case, args: argparse.Namespace, progress) -> dict:
+    """Measure the stock and streamed decode of `case`, alternating A B, B A; return its row."""
+    results = run_workers(case, args, tuple(ARMS), progress)
     first = results["A"][0]
     digests = {result.output_sha256 for arm in results.values() for result in arm}
     row = {
@@ -259,18 +317,25 @@ def run_case(case: Case, args: argparse.Namespace, progress) -> dict:
         "equal": len(digests) == 1,
     }
     for arm, name in ARMS.items():
-        peaks = [result.peak_bytes for result in results[arm]]
-        walls = [result.wall_s for result in results[arm]]
-        row |= {
-            f"{name}_peak_bytes": int(statistics.median(peaks)),
-            f"{name}_peak_min_bytes": min(peaks),
-            f"{name}_peak_max_bytes": max(peaks),
-            f"{name}_ratio": statistics.median(peaks) / first.output_bytes,
-            f"{name}_wall_s": statistics.median(walls),
-            f"{name}_wall_min_s": min(walls),
-            f"{name}_wall_max_s": max(walls),
-        }
+        row |= _spread(name, results[arm], first.output_bytes)
     return row
+
+
+def run_encode_case(case: Case, args: argparse.Namespace, progress) -> dict:
+    """Measure the stock tiled encode of `case` (an AutoencoderKL case); return its row: the extra peak as a multiple
+    of the input, and the size of the encoded moments."""
+    results = run_workers(case, args, (ENCODE_ARM,), progress)[ENCODE_ARM]
+    first = results[0]
+    return {
+        "case": case.name,
+        "class": case.class_name,
+        "dtype": case.dtype,
+        "input_bytes": first.input_bytes,
+        "moments_shape": first.output_shape,
+        "moments_bytes": first.output_bytes,
+        "peak_kind": first.peak_kind,
+        "runs": args.runs,
+    } | _spread("stock_encode", results, first.input_bytes)
 
 
 def format_table(rows: list[dict]) -> str:
@@ -298,6 +363,24 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def format_encode_table(rows: list[dict]) -> str:
+    """The Markdown table of the `--encode` rows: extra peak as a multiple of the input (median, min-max)."""
+    lines = [
+        "| class | dtype | input | encoded moments | stock tiled encode extra peak (min-max) | wall s |",
+        "| --- | --- | --- | --- | ---: | ---: |",
+    ]
+    for row in rows:
+        size = row["input_bytes"]
+        lines.append(
+            f"| {row['class']} | {row['dtype']} | {format_bytes(size)} | "
+            f"{'x'.join(str(n) for n in row['moments_shape'])} ({format_bytes(row['moments_bytes'])}) | "
+            f"{row['stock_encode_ratio']:.3f}x ({row['stock_encode_peak_min_bytes'] / size:.3f}-"
+            f"{row['stock_encode_peak_max_bytes'] / size:.3f}x, {format_bytes(row['stock_encode_peak_bytes'])}) | "
+            f"{row['stock_encode_wall_s']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
 def add_parser(subparsers) -> None:
     parser = add_benchmark_parser(
         subparsers, "memory", "peak memory of the stock vs the row-streamed tiled decode", __doc__, main
@@ -305,30 +388,47 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--device", type=arguments.device, default=DEFAULT_DEVICE, help=f"cpu or cuda (default: {DEFAULT_DEVICE})"
     )
-    parser.add_argument("--preset", choices=list(PRESETS), help="cases to run (default: gpu on cuda, else cpu)")
+    parser.add_argument(
+        "--preset",
+        choices=list(PRESETS),
+        help="cases to run (default: gpu on cuda, else cpu; cpu-all: every CPU case)",
+    )
     parser.add_argument("--cases", nargs="+", choices=list(CASES), metavar="CASE", help="run these cases instead")
     parser.add_argument("--runs", type=arguments.positive_int, default=3, help="processes per arm (default: 3)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random weights and latents")
     parser.add_argument(
         "--threads", type=arguments.positive_int, default=1, help="torch CPU threads per worker (default: 1)"
     )
+    parser.add_argument(
+        "--encode",
+        action="store_true",
+        help="measure the stock tiled encode of the AutoencoderKL cases instead (an input of the decoded size)",
+    )
     parser.add_argument("--json", type=arguments.output_file, metavar="PATH", help="also write the rows as JSON")
 
 
 def main(args: argparse.Namespace) -> int:
-    """Print the table; exit 1 if a case's outputs differ or a worker fails (out of memory, for one)."""
+    """Print the table; exit 1 if a case's decoded outputs differ or a worker fails (out of memory, for one)."""
     if args.device.startswith("cpu") and not Path("/proc/self/clear_refs").exists():
         print("tileblend bench memory: error: a CPU run reads Linux's /proc/self (use --device cuda)", file=sys.stderr)
         return 2
     preset = args.preset or ("gpu" if torch.device(args.device).type == "cuda" else "cpu")
     cases = [CASES[name] for name in args.cases] if args.cases else list(PRESETS[preset])
+    if args.encode:
+        cases = [case for case in cases if case.class_name == "AutoencoderKL"]
+        if not cases:
+            print(
+                "tileblend bench memory: error: --encode measures AutoencoderKL cases; none selected", file=sys.stderr
+            )
+            return 2
+    run = run_encode_case if args.encode else run_case
     try:
-        rows = [run_case(case, args, lambda line: print(line, file=sys.stderr, flush=True)) for case in cases]
+        rows = [run(case, args, lambda line: print(line, file=sys.stderr, flush=True)) for case in cases]
     except RuntimeError as error:  # a worker failed; its error is above
         print(f"tileblend bench memory: error: {error}", file=sys.stderr)
         return 1
     conditions = environment(args.device, args.threads)
-    print(format_table(rows))
+    print(format_encode_table(rows) if args.encode else format_table(rows))
     load = conditions["machine"]["load_average"]
     print(
         f"\n{conditions['machine']['processor']}, {conditions['machine']['cpu_count']} CPUs, device {args.device}; "
@@ -342,7 +442,7 @@ def main(args: argparse.Namespace) -> int:
             "rows": rows,
         } | conditions
         write_record(args.json, record)
-    different = [row["case"] for row in rows if not row["equal"]]
+    different = [row["case"] for row in rows if not row.get("equal", True)]
     if different:
         print("DIFFERENT: " + ", ".join(different), file=sys.stderr)
         return 1
@@ -352,7 +452,7 @@ def main(args: argparse.Namespace) -> int:
 def worker(argv: list[str] | None = None) -> int:
     """The worker process: measure one arm of one case and write its `MemoryResult`."""
     parser = argparse.ArgumentParser(description="One decode of tileblend bench memory (started by the parent).")
-    parser.add_argument("--arm", choices=list(ARMS), required=True)
+    parser.add_argument("--arm", choices=[*ARMS, ENCODE_ARM], required=True)
     parser.add_argument("--config", type=WorkerConfig.from_json, required=True)
     parser.add_argument("--result", required=True)
     args = parser.parse_args(argv)
