@@ -99,6 +99,25 @@ def test_a_journal_that_came_with_the_tree_is_refused(tmp_path, capsys):
     assert vae.read_text() == "x = 1\n"
 
 
+@pytest.mark.parametrize(
+    "command",
+    [["rewrite", "--check"], ["rewrite", "--diff"], ["check_copies"]],
+    ids=["rewrite-check", "rewrite-diff", "check-copies"],
+)
+def test_the_read_only_commands_name_a_refused_journal(checkout, command, capsys):
+    """The commands that do not recover check the journal too: one they would not recover is refused, not called
+    "a write was interrupted", which sends the user to a recovery that refuses it."""
+    write_journal(checkout, signed=False)
+    before = snapshot(checkout.parent)
+    if command[0] == "rewrite":
+        assert tileblend([command[0], str(checkout), command[1]]) == 2
+    else:
+        assert copies.main(["--path", str(checkout)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and f"refused {checkout / JOURNAL}: it is not signed" in err, err
+    assert snapshot(checkout.parent) == before
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 @pytest.mark.parametrize("path", LEADING_OUT)
 def test_a_path_leading_out_of_the_tree_is_refused(checkout, command, path, capsys):

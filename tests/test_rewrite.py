@@ -70,8 +70,12 @@ def loop_blends(package: Path) -> dict[str, int]:
     return counts
 
 
-def snapshot(directory: Path) -> dict[str, bytes]:
-    return {str(path.relative_to(directory)): path.read_bytes() for path in sorted(directory.rglob("*.py"))}
+def snapshot(directory: Path) -> dict[str, bytes | None]:
+    """The bytes of each `.py` file under `directory`; None for one that is not a regular file (a FIFO)."""
+    return {
+        str(path.relative_to(directory)): path.read_bytes() if path.is_file() else None
+        for path in sorted(directory.rglob("*.py"))
+    }
 
 
 def link_tree(source: Path, destination: Path) -> Path:
@@ -275,6 +279,14 @@ def undecodable_test_module(root: Path) -> list[str]:
     return [f"cannot read {root / TEST_MODULE_PATH}: "]
 
 
+def fifo_module(root: Path) -> list[str]:
+    """A FIFO named like a model module: a read would block forever."""
+    path = root / "src" / "diffusers" / AUTOENCODERS / "autoencoder_kl_wan.py"
+    path.unlink()
+    os.mkfifo(path)
+    return [f"cannot read {path}: {path} is not a regular file"]
+
+
 def no_autoencoder_mixin(root: Path) -> list[str]:
     vae = root / "src" / "diffusers" / AUTOENCODERS / "vae.py"
     replace_text(vae, vae.read_text().replace("class AutoencoderMixin", "class AutoencoderHelpers"))
@@ -285,7 +297,7 @@ def no_autoencoder_mixin(root: Path) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "breakage", [unparsable_module, read_only_module, undecodable_test_module, no_autoencoder_mixin]
+    "breakage", [unparsable_module, read_only_module, undecodable_test_module, fifo_module, no_autoencoder_mixin]
 )
 def test_error_writes_nothing(pristine, tmp_path, capsys, breakage):
     """A tree the rewrite cannot plan or write: one error line naming the cause (`breakage` returns what it must
@@ -295,7 +307,7 @@ def test_error_writes_nothing(pristine, tmp_path, capsys, breakage):
     before = snapshot(root)
     code, _, err = run_rewrite(capsys, root)
     assert code == 2
-    assert err.count("\n") == 1
+    assert err.count("\n") == 1 and err.endswith("; nothing was written\n"), err
     for message in messages:
         assert message in err
     assert snapshot(root) == before

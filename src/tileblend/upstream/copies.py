@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .edits import LINE_LENGTH
-from .journal import JOURNAL, has_journal
+from .journal import refuse_pending
 from .source_files import (
     COPIED_FROM,
     SourceError,
@@ -277,9 +277,9 @@ def check(root: Path, fix: bool) -> int:
     if located is None:
         raise CopyError(f"{root} is not a diffusers checkout (no src/diffusers/) or diffusers package directory")
     tree_root = transaction_root(located[0])
-    if not fix and has_journal(tree_root):
-        raise CopyError(f"{tree_root / JOURNAL}: a write was interrupted; --fix_and_overwrite rolls it back")
-    if fix and (found := recover(tree_root)):
+    if not fix:
+        refuse_pending(tree_root, "--fix_and_overwrite")
+    elif found := recover(tree_root):
         print(found)
     config = root / "pyproject.toml" if (root / "pyproject.toml").is_file() else None
     tree = Tree(located[0], config)

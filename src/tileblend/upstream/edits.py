@@ -38,7 +38,7 @@ def parse_source(text: str, path: Path) -> ast.Module:
     try:
         return ast.parse(text, filename=str(path))
     except SyntaxError as error:
-        raise RewriteError(f"cannot parse {path}: line {error.lineno}: {error.msg}") from error
+        raise RewriteError(f"cannot parse {path}: line {error.lineno}: {error.msg}; nothing was written") from error
 
 
 def apply_edits(lines: list[str], edits: list[Edit], newline: str, path: Path) -> str:

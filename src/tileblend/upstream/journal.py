@@ -70,6 +70,17 @@ def has_journal(tree: Path) -> bool:
     return os.path.lexists(tree / JOURNAL)
 
 
+def refuse_pending(tree: Path, remedy: str) -> None:
+    """For a command that reads `tree` but does not recover a killed write (`tileblend rewrite --check`/`--diff`, the
+    copy checker without `--fix_and_overwrite`): raise when `tree` holds a journal, `JournalRefused` for one that
+    `read_journal` refuses (`remedy` would refuse it too), else `SourceError` saying that `remedy`, a command, finishes
+    the write. Touches nothing."""
+    if has_journal(tree):
+        phase, _ = read_journal(tree)
+        done = "removes its backups" if phase == "committed" else "rolls it back"
+        raise SourceError(f"{tree / JOURNAL}: a write was interrupted; {remedy} {done}")
+
+
 def journal_key() -> bytes:
     """This user's key for signing journals, made on first use: `$XDG_STATE_HOME/tileblend/journal.key` (by default
     `~/.local/state/tileblend/journal.key`), readable by the user only. Outside every tree, so a tree cannot bring a

@@ -286,7 +286,7 @@ def plan_vae(source: SourceFile, code: UpstreamCode, version: str, inherit: bool
         raise RewriteError(
             f"{source.path} has no class {SOURCE_CLASS} (diffusers {version}): tileblend rewrite supports "
             f"diffusers {FIRST_SUPPORTED_VERSION} and later, where the blends' source can be a method of "
-            f"{SOURCE_CLASS}; tileblend.enable() works on this version"
+            f"{SOURCE_CLASS}; tileblend.enable() works on this version; nothing was written"
         )
     lines = split_lines(source.text)
     comments = _comment_lines(source.text)

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from .blend_methods import SOURCE_CLASS, UpstreamCode, upstream_code
 from .edits import RewriteError
-from .journal import JOURNAL, has_journal
+from .journal import refuse_pending
 from .mixin_bases import check_mixin_bases
 from .model_files import VAE_MODULE, FileKind, FileRewrite, MethodId, mixin_methods, plan_module, plan_vae
 from .source_files import SourceError, SourceFile, find_package, one_name_per_file, read_source, split_lines
@@ -211,11 +211,9 @@ def main(args: argparse.Namespace) -> int:
     `args.path`. Ctrl-C (or SIGTERM, SIGHUP) stops it with one line and exit code 128 + the signal's number."""
     try:
         tree = transaction_root(diffusers_tree(args.path)[0])
-        if (args.check or args.diff) and has_journal(tree):
-            raise SourceError(
-                f"{tree / JOURNAL}: a write was interrupted; `tileblend rewrite {args.path}` rolls it back"
-            )
-        if not (args.check or args.diff) and (found := recover(tree)):
+        if args.check or args.diff:
+            refuse_pending(tree, f"`tileblend rewrite {args.path}`")
+        elif found := recover(tree):
             print(f"tileblend rewrite: {found}", file=sys.stderr)
         rewrite = plan_rewrite(args.path, inherit=args.inherit)
         if args.diff:

@@ -117,5 +117,5 @@ def read_source(path: Path) -> SourceFile:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
         text = data.decode(encoding)
     except (OSError, SyntaxError, UnicodeDecodeError, LookupError) as error:
-        raise SourceError(f"cannot read {path}: {error}") from error
+        raise SourceError(f"cannot read {path}: {error}; nothing was written") from error
     return SourceFile(path=path, text=text, encoding=encoding, newline=dominant_newline(text))
