@@ -20,7 +20,7 @@ setup(
     license="Apache-2.0",
     package_dir={"": "src"},
     packages=find_packages("src"),
-    package_data={"tileblend.upstream": ["drafts/*.md"]},
+    package_data={"tileblend.upstream": ["drafts/*.md", "scripts/*.py"]},
     python_requires=">=3.10",
     install_requires=["torch>=2.4", "diffusers>=0.36", "tqdm>=4"],
     extras_require=extras,

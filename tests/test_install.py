@@ -72,6 +72,11 @@ def test_wheel_holds_the_package_and_entry_point(installed):
     assert (installed / "tileblend" / "verify" / "cli.py").is_file()
     assert (installed / "tileblend" / "upstream" / "rewrite.py").is_file()
     assert (installed / "tileblend" / "parallel" / "passes.py").is_file()
+    # Every file of src/tileblend, the data files too: the drafts and the scripts they embed, which are no package.
+    source = ROOT / "src" / "tileblend"
+    for path in source.rglob("*"):
+        if path.is_file() and "__pycache__" not in path.parts:
+            assert (installed / "tileblend" / path.relative_to(source)).is_file(), path
     [dist_info] = installed.glob("tileblend-*.dist-info")
     assert "tileblend = tileblend.cli:main" in (dist_info / "entry_points.txt").read_text()
 

@@ -13,8 +13,8 @@ the PR is for), the pull request description and the benchmark script it asks ma
 for the same layout) gives the check's table and test counts, --exactness-json (`make exact-vs-simple`) the exact vs
 simple blend table of the coordination issue; without either it refuses before writing anything. --gpu-json
 (`out/gpu-check/summary.json`, written by `make gpu-check` on a CUDA machine) gives the GPU section. Exits non-zero
-when a step fails. The templates are read from this repository's docs/, so it runs from a clone (an
-editable install), as the Makefile does.
+when a step fails. The templates are `tileblend/upstream/drafts/*.md` and the scripts the drafts embed
+`tileblend/upstream/scripts/*.py`, both in the installed package.
 
 The rewrite owns the text of its copies (it writes the source and every copy from one source in one step), so the
 copy fixer is not run after it: any copy the checker reports (one of the rewrite's, or a copy of the checkout that had
