@@ -1,8 +1,9 @@
 """The row-streamed tiled decode (`tileblend.streamed`) against the installed diffusers' own tiled decode, bit for bit.
 
 Every covered class of `tileblend.tiny_models` is decoded once as diffusers does and once streamed, in float32 and
-bfloat16; the blend calls are recorded (more than zero, and the same calls in the same order). AutoencoderKL and Wan
-also run clipped edge tiles down to one latent row, a batch of two with and without slicing, `return_dict=False` and a
+bfloat16; the blend calls are recorded (more than zero, and the same calls in the same order), and again with edge
+tiles of another size, in a batch of two, sliced and not. AutoencoderKL and Wan also run clipped edge tiles down to
+one latent row, a batch of two with and without slicing, `return_dict=False` and a
 generator. A class whose `tiled_decode` is edited is refused by name and decodes as written. `enable(streamed_decode=
 True)`, `disable()`, the `streamed_decode(vae)` block and `tileblend run --streamed-decode` are checked for what they
 install and restore.
@@ -258,3 +259,21 @@ def test_autograd_decodes_run_stock(monkeypatch):
     assert torch.equal(expected, actual)
     actual.sum().backward()
     assert model.decoder.conv_out.weight.grad is not None
+
+
+@pytest.mark.parametrize("name", COVERED_ENTRIES)
+def test_every_covered_class_with_a_clipped_edge_batch_2_and_slicing(name):
+    """The registry latent two latent rows and columns larger (a last tile of two rows or columns where the stride
+    divides it, of another size elsewhere), in a batch of two, sliced and not (HunyuanVideo15: a batch of one, its
+    stock decoder's attention raises on two)."""
+    entry = MODELS[name]
+    model = covered_model(name)
+    batch = 1 if name == "hunyuanvideo15" else 2
+    shape = (batch, *entry.latent_shape[1:-2], entry.latent_shape[-2] + 2, entry.latent_shape[-1] + 2)
+    latent = torch.randn(shape, generator=torch.Generator().manual_seed(4))
+    try:
+        for slicing in (False, True):
+            model.use_slicing = slicing
+            assert_same(*stock_and_streamed(model, lambda m: run_path(m, entry, "decode", latent)))
+    finally:
+        model.use_slicing = False
