@@ -90,7 +90,11 @@ class {MIXIN_NAME}:
         if "generator" in inputs:
             pytest.skip("The model draws noise, which a graph replay draws anew.")
         model = self.get_tiled_model(self.model_class, torch.float32)
-        self.tiled_forward(model, inputs)  # warm-up before the capture
+        stream = torch.cuda.Stream()  # warm-up on a side stream, as PyTorch's CUDA Graphs notes do
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            self.tiled_forward(model, inputs)
+        torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             output = self.tiled_forward(model, inputs)
