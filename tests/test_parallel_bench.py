@@ -118,6 +118,41 @@ def wait_for(condition, seconds: float = 240.0) -> None:
         time.sleep(0.2)
 
 
+# Ctrl-C that lands while an arm's Popen has started the child but not returned: the arm still stops the child. The
+# script sends itself SIGINT from inside Popen (made deterministic by a wrapper), in a process of its own so that the
+# signal reaches the main thread.
+CTRL_C_INSIDE_POPEN = """
+import os, signal, subprocess, sys, types
+from tileblend.bench import parallel
+
+started = []
+real_popen = subprocess.Popen
+
+def popen(command, **kwargs):
+    started.append(real_popen([sys.executable, "-c", "import time; time.sleep(600)"], **kwargs))
+    os.kill(os.getpid(), signal.SIGINT)
+    return started[-1]
+
+parallel.subprocess.Popen = popen
+try:
+    parallel._run_arm(types.SimpleNamespace(to_json=lambda: "{}", threads=1), 1, parallel.Path(sys.argv[1]), 600)
+except KeyboardInterrupt:
+    print("interrupted", started[0].poll() is not None)
+    started[0].kill()  # a no-op once it was stopped
+"""
+
+
+def test_ctrl_c_while_an_arm_starts_stops_it(tmp_path):
+    completed = subprocess.run(
+        [sys.executable, "-c", CTRL_C_INSIDE_POPEN, str(tmp_path / "arm")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=default_sigint,
+    )
+    assert completed.stdout == "interrupted True\n", completed.stdout + completed.stderr
+
+
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process table from /proc")
 def test_ctrl_c_stops_the_benchmark_and_every_process_it_started(tmp_path):
     """Ctrl-C (SIGINT to the command, which the arms' own sessions do not get from a terminal): one line, exit 130, no

@@ -155,10 +155,18 @@ def _run_arm(config: WorkerConfig, nproc: int, out: Path, timeout: float) -> lis
         command = [sys.executable, *worker]
     env = worker_environment(OMP_NUM_THREADS=str(config.threads))
     # A session of its own, and on a timeout every descendant too (torchrun starts its ranks in sessions of theirs).
-    process = subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-    )
+    # Ctrl-C is held while it starts: raised inside Popen, it would leave a running process that nothing can name.
+    interrupted = []
+    handler = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum))
     try:
+        process = subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+        )
+    finally:
+        signal.signal(signal.SIGINT, handler)
+    try:
+        if interrupted:
+            signal.raise_signal(signal.SIGINT)  # as the handler held above would have taken it
         output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_tree(process.pid)
