@@ -3,10 +3,9 @@
 Every covered class of `tileblend.tiny_models` is decoded once as diffusers does and once streamed, in float32 and
 bfloat16; the blend calls are recorded (more than zero, and the same calls in the same order), and again with edge
 tiles of another size, in a batch of two, sliced and not. AutoencoderKL and Wan also run clipped edge tiles down to
-one latent row, a batch of two with and without slicing, `return_dict=False` and a
-generator. A class whose `tiled_decode` is edited is refused by name and decodes as written. `enable(streamed_decode=
-True)`, `disable()`, the `streamed_decode(vae)` block and `tileblend run --streamed-decode` are checked for what they
-install and restore.
+one latent row, a batch of two with and without slicing, `return_dict=False` and a generator. A class whose
+`tiled_decode` is edited is refused by name and decodes as written. `enable(streamed_decode=True)`, `disable()`, the
+`streamed_decode(vae)` block and `tileblend run --streamed-decode` are checked for what they install and restore.
 """
 
 import functools
