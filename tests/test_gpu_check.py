@@ -73,7 +73,7 @@ def test_gpu_check_runs_end_to_end_on_the_cpu(tmp_path, upstream_snapshot):
     assert statuses["cuda-tests"].startswith("SKIPPED: ") and "need a CUDA device" in statuses["cuda-tests"]
     # The PR's added tests ran in the rewritten copy (their CUDA-graph cases skip on a CPU), and its benchmark script
     # gave identical outputs on main and on the branch.
-    assert statuses["upstream-tests"] == "ok (31 passed; 33 skipped on the CPU: half precision and CUDA graphs)"
+    assert statuses["upstream-tests"] == "ok (35 passed; 33 skipped on the CPU: half precision and CUDA graphs)"
     assert statuses["pr-benchmark"] == "ok (outputs identical)"
     pr = summary["pr"]
     runs = pr["benchmark"]["runs"]
@@ -85,7 +85,9 @@ def test_gpu_check_runs_end_to_end_on_the_cpu(tmp_path, upstream_snapshot):
     assert pr["benchmark"]["compare"] == ["latents: identical", "sample: identical"]
     # What ran is named: pytest's own summary and command, and the change (layout, version, fingerprint of the files
     # the rewrite changed, which `make upstream-pr` compares with its own rewrite of the same checkout).
-    assert re.fullmatch(r"31 passed, 33 skipped, .* in [0-9.]+s", pr["tests"]["pytest"]), pr["tests"]
+    assert re.fullmatch(r"35 passed, 33 skipped, .* in [0-9.]+s( \(\d+:\d\d:\d\d\))?", pr["tests"]["pytest"]), pr[
+        "tests"
+    ]
     assert pr["tests"]["command"].startswith("pytest tests/models/autoencoders/test_models_")
     assert pr["change"]["layout"] == "copies" and pr["change"]["files"] == 32 and len(pr["change"]["digest"]) == 64
     assert summary["machine"]["torch"]
