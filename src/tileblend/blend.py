@@ -22,9 +22,10 @@ once to the dtype's opmath type (float32 for float16, bfloat16 and float32; floa
 to the tile's dtype, then adds the two (in opmath) and rounds again. Here the weights are built on the tile's device
 in the opmath type by tensor divisions, which IEEE rounds correctly: `y / n` is Python's `y / n` in either type;
 Python's `1 - y / n` is `1 - y / n` in float64 and `(n - y) / n` in float32 for every n up to 4096 (float32
-`1 - y / n` is not; docs/design.md gives the command that checks it). The divisor is a tensor, not a Python number, because CUDA
-turns division by a host scalar into a multiplication by its reciprocal. Each product is computed in opmath and cast
-to the tile's dtype, which rounds as the loop's `tensor * python_float` does; the sum is one in-place add.
+`1 - y / n` is not; docs/design.md gives the command that checks it). The divisor is a tensor, not a Python number,
+because CUDA turns division by a host scalar into a multiplication by its reciprocal. Each product is computed in
+opmath and cast to the tile's dtype, which rounds as the loop's `tensor * python_float` does; the sum is one in-place
+add.
 `torch.lerp`, `torch.addcmul` and fused kernels skip a rounding and are not exact.
 """
 
@@ -36,10 +37,11 @@ def blend_v(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor
     Blends the last rows of `a` into the first rows of `b`, in place.
 
     With `n = min(a.shape[-2], b.shape[-2], blend_extent)`, each row `y < n` of `b` becomes
-    `a[..., y - n, :] * (1 - y / n) + b[..., y, :] * (y / n)`, computed with float32 weights (float64 for float64
-    tiles) and each product rounded to `b.dtype` before the sum. The weights are `1 - y / n` and `y / n` computed
-    in float64 and rounded to the weight dtype: in float32 the weight of `a` is built as `(n - y) / n`, which
-    equals that rounded value, where float32 `1 - y / n` differs for some `y`.
+    `a[..., y - n, :] * (1 - y / n) + b[..., y, :] * (y / n)`, rounded as PyTorch rounds a tile times a Python
+    float: each weight is the Python float cast to `torch.promote_types(b.dtype, torch.float32)`, and each product
+    is rounded to `b.dtype` before the sum. In float32 the weight of `a` is computed as `(n - y) / n`, which gives
+    that cast value where float32 `1 - y / n` does not, and the divisor is a tensor because PyTorch may divide by a
+    Python number as a multiplication by its reciprocal, which rounds differently.
 
     Args:
         a (`torch.Tensor`):
@@ -70,10 +72,11 @@ def blend_h(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor
     Blends the last columns of `a` into the first columns of `b`, in place.
 
     With `n = min(a.shape[-1], b.shape[-1], blend_extent)`, each column `x < n` of `b` becomes
-    `a[..., x - n] * (1 - x / n) + b[..., x] * (x / n)`, computed with float32 weights (float64 for float64 tiles)
-    and each product rounded to `b.dtype` before the sum. The weights are `1 - x / n` and `x / n` computed in
-    float64 and rounded to the weight dtype: in float32 the weight of `a` is built as `(n - x) / n`, which equals
-    that rounded value, where float32 `1 - x / n` differs for some `x`.
+    `a[..., x - n] * (1 - x / n) + b[..., x] * (x / n)`, rounded as PyTorch rounds a tile times a Python float:
+    each weight is the Python float cast to `torch.promote_types(b.dtype, torch.float32)`, and each product is
+    rounded to `b.dtype` before the sum. In float32 the weight of `a` is computed as `(n - x) / n`, which gives
+    that cast value where float32 `1 - x / n` does not, and the divisor is a tensor because PyTorch may divide by a
+    Python number as a multiplication by its reciprocal, which rounds differently.
 
     Args:
         a (`torch.Tensor`):
@@ -104,10 +107,11 @@ def blend_t(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor
     Blends the last frames of `a` into the first frames of `b`, in place.
 
     With `n = min(a.shape[-3], b.shape[-3], blend_extent)`, each frame `x < n` of `b` becomes
-    `a[..., x - n, :, :] * (1 - x / n) + b[..., x, :, :] * (x / n)`, computed with float32 weights (float64 for
-    float64 tiles) and each product rounded to `b.dtype` before the sum. The weights are `1 - x / n` and `x / n`
-    computed in float64 and rounded to the weight dtype: in float32 the weight of `a` is built as `(n - x) / n`,
-    which equals that rounded value, where float32 `1 - x / n` differs for some `x`.
+    `a[..., x - n, :, :] * (1 - x / n) + b[..., x, :, :] * (x / n)`, rounded as PyTorch rounds a tile times a
+    Python float: each weight is the Python float cast to `torch.promote_types(b.dtype, torch.float32)`, and each
+    product is rounded to `b.dtype` before the sum. In float32 the weight of `a` is computed as `(n - x) / n`,
+    which gives that cast value where float32 `1 - x / n` does not, and the divisor is a tensor because PyTorch may
+    divide by a Python number as a multiplication by its reciprocal, which rounds differently.
 
     Args:
         a (`torch.Tensor`):
