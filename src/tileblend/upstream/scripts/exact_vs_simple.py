@@ -1,7 +1,7 @@
 """The tiled decode of an SD-v1-size AutoencoderKL (seeded random weights), 1024x1024 in 768-pixel tiles (`--tile`),
 with the installed diffusers' blends against the simple form `a * (1 - w) + b * w`, `w` in the tile's dtype. The
-decoder runs once per tile, in float32, its output cast to the dtype and replayed, so that the blends are the only
-difference."""
+decoder runs once per tile, in float32, and every decode replays those tiles cast to the dtype, so that the blends are
+the only difference."""
 
 import argparse
 
@@ -24,17 +24,17 @@ class SimpleBlendVAE(AutoencoderKL):
 
 
 class ReplayedDecoder(torch.nn.Module):
-    """Runs `decoder` once per tile, its output cast to `dtype`; later passes get the same tiles back."""
+    """Runs `decoder` once per tile, in float32; every pass gets those tiles back, cast to `dtype`."""
 
-    def __init__(self, decoder, dtype):
+    def __init__(self, decoder):
         super().__init__()
-        self.decoder, self.dtype, self.tiles, self.calls = decoder, dtype, [], 0
+        self.decoder, self.dtype, self.tiles, self.calls = decoder, torch.float32, [], 0
 
     def forward(self, z):
         if self.calls == len(self.tiles):
-            self.tiles.append(self.decoder(z).to(self.dtype))
+            self.tiles.append(self.decoder(z))
         self.calls += 1
-        return self.tiles[self.calls - 1].clone()
+        return self.tiles[self.calls - 1].to(self.dtype, copy=True)
 
 
 parser = argparse.ArgumentParser(description=__doc__)
@@ -49,15 +49,16 @@ config = {
     "sample_size": tile,
 }
 latents = torch.randn((1, 4, 128, 128), generator=torch.Generator().manual_seed(0))
+replayed = None
 for dtype in (torch.float16, torch.bfloat16):
     outputs = []
     for cls in (AutoencoderKL, SimpleBlendVAE):
         torch.manual_seed(0)
         vae = cls(**config).eval()
         vae.enable_tiling()
-        if not outputs:
-            replayed = ReplayedDecoder(vae.decoder, dtype)
-        replayed.calls = 0
+        if replayed is None:
+            replayed = ReplayedDecoder(vae.decoder)
+        replayed.calls, replayed.dtype = 0, dtype
         vae.decoder = replayed
         with torch.no_grad():
             outputs.append(vae.decode(latents).sample)
