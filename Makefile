@@ -31,7 +31,7 @@ durations: install
 	$(BIN)/python utils/durations.py --write docs/results.md
 
 test: install
-	@echo "make test: the whole suite, about 1,700 CPU seconds in a measured run (README.md); pytest prints a dot per test"
+	@echo "make test: the whole suite, about 1,350 CPU seconds in a measured run (README.md); pytest prints a dot per test"
 	$(BIN)/python -m pytest -n 2 --dist loadgroup tests
 
 # The other supported versions (docs/usage.md#supported-versions), each in its own venv: the floor (constraints-floor.txt)
