@@ -174,6 +174,25 @@ def test_drafts_are_filled_from_the_check_run():
     assert "OMP_NUM_THREADS=1 pytest a -k TilingBlend" in description  # the added test files, from the check run
 
 
+@pytest.mark.skipif(shutil.which("sed") is None, reason="needs sed")
+def test_each_deliberate_bug_is_a_sed_command_that_makes_it(tmp_path):
+    """The description gives each bug of the check run as a `sed` line a maintainer reruns: applied to the mixin's
+    methods, it makes the edit `make upstream-check` made."""
+    import subprocess
+
+    from tileblend.upstream.blend_methods import upstream_code
+
+    _, description = drafts(filled())
+    [command] = [line.strip() for line in description.splitlines() if line.strip().startswith("sed ")]
+    module = tmp_path / "src" / "diffusers" / "models" / "autoencoders" / "vae.py"
+    module.parent.mkdir(parents=True)
+    text = "".join(upstream_code().methods.values())
+    module.write_text(text)
+    subprocess.run(command, shell=True, cwd=tmp_path, check=True)
+    pattern, replacement = upstream_check.MUTATIONS["one row fewer blended"]
+    assert module.read_text() == pattern.sub(replacement, text) != text
+
+
 def test_the_issue_puts_exact_vs_simple_with_the_measured_table():
     issue, _ = drafts(filled())
     assert "| SD v1 VAE, WORKLOAD | float16 | float16 | 0.0039 | 1.2% |" in issue

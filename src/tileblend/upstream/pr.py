@@ -31,7 +31,7 @@ from pathlib import Path
 
 from . import copies
 from .change_digest import planned_change
-from .check import CheckResult, table
+from .check import MUTATIONS, CheckResult, table
 from .edits import LINE_LENGTH
 from .model_files import FileKind
 from .rewrite import TreeRewrite, apply_rewrite, plan_rewrite, report
@@ -155,6 +155,10 @@ def check_numbers(check: CheckResult, inherit: bool) -> dict:
         "regressions": len(check.regressions),
         "check_evidence": evidence,
         "broken_result": broken_result,
+        "bug_commands": "\n".join(
+            f"    sed -i -E 's|{MUTATIONS[name][0].pattern}|{MUTATIONS[name][1]}|' src/diffusers/models/autoencoders/*.py"
+            for name in check.broken
+        ),
         "added_files": " ".join(sorted({test_id.split("::")[0] for test_id in check.added})),
     }
 
