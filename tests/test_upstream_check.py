@@ -119,7 +119,7 @@ def test_upstream_check_on_the_snapshot(checkout, tmp_path, inherit, capsys):
     ran = {i for i, outcome in result.added.items() if outcome == "passed"}
     assert failed["one row fewer blended"] == ran
     assert failed["float32 `1 - y / n`"] == {i for i in ran if not i.endswith("float64]")}
-    in_dtypes = failed["weights in the tile's dtype (the simple form)"]
+    in_dtypes = failed["weights and products in the tile's dtype"]
     assert in_dtypes == {i for i in arithmetic if i.endswith("16]")}  # float16 and bfloat16
     assert failed["float32 weights for float64 tiles"] == {i for i in arithmetic if i.endswith("float64]")}
     assert result.broken_ok

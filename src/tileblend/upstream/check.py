@@ -55,7 +55,7 @@ MUTATIONS = {
         re.compile(r"min\(a\.shape\[(-[123])\], b\.shape\[\1\], blend_extent\)"),
         r"min(a.shape[\1], b.shape[\1], blend_extent - 1)",
     ),
-    "weights in the tile's dtype (the simple form)": (
+    "weights and products in the tile's dtype": (
         re.compile(r"weight_dtype = torch\.promote_types\(b\.dtype, torch\.float32\)"),
         "weight_dtype = b.dtype",
     ),

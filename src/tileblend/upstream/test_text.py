@@ -131,20 +131,20 @@ from .testing_utils import {REFERENCE_NAME}
 class {ARITHMETIC_CLASS}:
     @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64], ids=str)
     @pytest.mark.parametrize("ndim", [4, 5])
-    @pytest.mark.parametrize("name", ["blend_v", "blend_h", "blend_t"])
-    def test_blend_matches_row_loop(self, name, ndim, dtype):
+    @pytest.mark.parametrize("name, dim", [("blend_v", -2), ("blend_h", -1), ("blend_t", -3)])
+    def test_blend_matches_row_loop(self, name, dim, ndim, dtype):
         if maybe_adjust_dtype_for_device(dtype, torch.device(torch_device)) != dtype:
             pytest.skip(reason=f"{{torch_device}} has no {{dtype}}")
-        dim = {{"blend_v": -2, "blend_h": -1, "blend_t": -3}}[name]
         generator = torch.Generator().manual_seed(0)
         shape = [2, 3, 4, 5, 6][-ndim:]
         shape[dim] = 200
         a = torch.randn(shape, generator=generator).to(torch_device, dtype)
+        a_before = a.clone()
         shape[dim] = 192
         for blend_extent in [0, 1, 7, 48, 192, 200]:  # `b` has 192 rows: the last extent is clipped
             b = torch.randn([*shape, 2], generator=generator).to(torch_device, dtype)[..., 0]  # a strided view
-            expected = {REFERENCE_NAME}(a.clone(), b.clone(), blend_extent, dim)
-            assert getattr(AutoencoderMixin(), name)(a, b, blend_extent) is b
+            expected = {REFERENCE_NAME}(a_before, b.clone(), blend_extent, dim)
+            assert getattr(AutoencoderMixin(), name)(a, b, blend_extent) is b and torch.equal(a, a_before)
             assert torch.equal(b, expected), f"{{name}} must match the row loop at extent {{blend_extent}}."
 """
 
