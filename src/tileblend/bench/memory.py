@@ -151,6 +151,7 @@ def build_model(case: Case, device: torch.device, seed: int):
     """The case's model with seeded random weights, in eval mode, with tiling on."""
     import diffusers
 
+    diffusers.utils.logging.set_verbosity_error()  # its advice on `.to(dtype)` would print in every run's process
     torch.manual_seed(seed)
     model = getattr(diffusers, case.class_name)(**case.init_kwargs).to(device, DTYPES[case.dtype]).eval()
     model.enable_tiling(**case.tiling)
