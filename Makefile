@@ -90,10 +90,11 @@ endif
 # check its copies (tileblend.upstream.copies), run ruff on the touched files, and print the drafts of the coordination
 # issue and, with ISSUE=N (its number), of the PR description and its benchmark script (docs/upstream-pr.md). It needs
 # the JSON of `make upstream-check` and of `make exact-vs-simple`, and for the PR description that of a `make gpu-check`
-# on CUDA (out/gpu-check/summary.json).
+# on CUDA (out/gpu-check/summary.json). BRANCH=url: the branch holding the same change (a rewritten copy of the
+# checkout, pushed), which the drafts link.
 upstream-pr: install
-	@test -n "$(DIFFUSERS)" || { echo "usage: make upstream-pr DIFFUSERS=path/to/diffusers-checkout [INHERIT=1] [ISSUE=N]"; exit 2; }
-	$(BIN)/python utils/upstream_pr.py $(DIFFUSERS) $(if $(INHERIT),--inherit) $(if $(ISSUE),--issue $(ISSUE)) \
+	@test -n "$(DIFFUSERS)" || { echo "usage: make upstream-pr DIFFUSERS=path/to/diffusers-checkout BRANCH=https-url [INHERIT=1] [ISSUE=N]"; exit 2; }
+	$(BIN)/python utils/upstream_pr.py $(DIFFUSERS) --branch "$(BRANCH)" $(if $(INHERIT),--inherit) $(if $(ISSUE),--issue $(ISSUE)) \
 		--check-json out/upstream-check.json \
 		--exactness-json $(or $(wildcard out/exact-vs-simple.json),docs/results/exact-vs-simple.json) \
 		$(if $(wildcard out/gpu-check/summary.json),--gpu-json out/gpu-check/summary.json)

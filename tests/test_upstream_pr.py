@@ -108,6 +108,9 @@ EXACTNESS = {
 }
 
 
+BRANCH = "https://github.com/someone/diffusers/tree/vectorize-tile-blends"
+
+
 def drafts(numbers) -> tuple[str, str]:
     return tuple(upstream_pr.template(name).substitute(numbers) for name in ("coordination-issue", "pr-description"))
 
@@ -115,7 +118,8 @@ def drafts(numbers) -> tuple[str, str]:
 def filled(check=CHECK, gpu=None) -> dict:
     """Every placeholder: the rewrite's (REWRITE), then those of a check run, the exactness table and a GPU run."""
     numbers = REWRITE | upstream_pr.check_numbers(check, False) | upstream_pr.gpu_numbers(gpu, CHANGE)
-    return numbers | upstream_pr.exactness_numbers(EXACTNESS) | {"issue": 123, "benchmark_script": "SCRIPT\n"}
+    extra = {"issue": 123, "benchmark_script": "SCRIPT\n", "branch": BRANCH}
+    return numbers | upstream_pr.exactness_numbers(EXACTNESS) | extra
 
 
 def test_drafts_are_filled_from_the_check_run():
@@ -134,7 +138,8 @@ def test_drafts_are_filled_from_the_check_run():
     broken = "deliberate bugs in `vae.py` and every copy makes an added test fail: one row fewer blended: 1 of 1 fail."
     assert broken in description and broken in " ".join(issue.split())
     assert "`check_copies.py`, `ruff check` and `ruff format --check` are clean" in issue
-    assert "shows 0 regressions against the untouched copy" in issue
+    assert "shows 0 regressions against main" in issue
+    assert f"**The change.** {BRANCH} (diffusers " in issue
     assert "the tiled forward of each tested model (1)" in " ".join(issue.split())
     # Without a GPU run, exactness on CUDA is not claimed.
     assert upstream_pr.CUDA_NOT_RUN in description and upstream_pr.CUDA_NOT_RUN in issue
@@ -310,7 +315,8 @@ def test_a_stale_or_mismatched_check_json_is_refused_before_anything_is_written(
     before = vae.read_bytes()
     exactness = tmp_path / "exact-vs-simple.json"
     exactness.write_text(json.dumps(EXACTNESS))
-    assert upstream_pr.main([str(checkout), "--check-json", str(path), "--exactness-json", str(exactness)]) == 2
+    arguments = ["--check-json", str(path), "--exactness-json", str(exactness), "--branch", BRANCH]
+    assert upstream_pr.main([str(checkout), *arguments]) == 2
     assert message in capsys.readouterr().err
     assert vae.read_bytes() == before
 
@@ -322,7 +328,7 @@ def required_json(tmp_path: Path, checkout: Path | None = None) -> list[str]:
     change = CHECK.change if checkout is None else upstream_pr.planned_change(plan_rewrite(checkout), False)
     check.write_text(dataclasses.replace(CHECK, change=change).to_json())
     exactness.write_text(json.dumps(EXACTNESS))
-    return ["--check-json", str(check), "--exactness-json", str(exactness)]
+    return ["--check-json", str(check), "--exactness-json", str(exactness), "--branch", BRANCH]
 
 
 def test_a_malformed_gpu_or_exactness_json_is_refused_before_anything_is_written(tmp_path, capsys):
@@ -346,6 +352,20 @@ def test_the_pr_description_needs_a_gpu_run(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "needs a `make gpu-check UPSTREAM=...` run on CUDA" in err
     assert err.rstrip().endswith("there is none")
+    assert vae.read_bytes() == before
+
+
+@pytest.mark.parametrize("branch", [None, "github.com/someone/diffusers"])
+def test_drafts_without_the_branch_they_link_are_refused(tmp_path, capsys, branch):
+    """The drafts' numbers are rerun on the branch they link: without its https URL, one line, exit 2, nothing
+    written."""
+    checkout = make_checkout(tmp_path / "diffusers")
+    vae = checkout / "src" / "diffusers" / "models" / "autoencoders" / "vae.py"
+    before = vae.read_bytes()
+    arguments = required_json(tmp_path)[:-2] + ([] if branch is None else ["--branch", branch])
+    assert upstream_pr.main([str(checkout), *arguments]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--branch" in err and "push it and pass its https URL" in err
     assert vae.read_bytes() == before
 
 

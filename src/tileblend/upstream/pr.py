@@ -1,6 +1,6 @@
 """Produce the upstream pull request in a diffusers checkout: the rewrite, its checks, and the drafts a person submits.
 
-    python utils/upstream_pr.py DIFFUSERS_CHECKOUT --check-json FILE --exactness-json FILE [--inherit]
+    python utils/upstream_pr.py DIFFUSERS_CHECKOUT --check-json FILE --exactness-json FILE --branch URL [--inherit]
                                 [--gpu-json FILE] [--issue N]
 
 Plans both layouts on the checkout as it is (run it on a pristine one: the diff sizes are counted against it), writes
@@ -11,7 +11,8 @@ drafts from `drafts/` with this run's numbers filled in: the coordination issue 
 the PR is for), the pull request description and the benchmark script it asks maintainers to rerun
 (`tileblend/upstream/tiled_vae_benchmark.py`). --check-json (written by `make upstream-check`
 for the same layout) gives the check's table and test counts, --exactness-json (`make exact-vs-simple`) the exact vs
-simple blend table of the coordination issue; without either it refuses before writing anything. --gpu-json
+simple blend table of the coordination issue, --branch the pushed branch holding the same change, which the
+drafts link; without any of them it refuses before writing anything. --gpu-json
 (`out/gpu-check/summary.json`, written by `make gpu-check` on a CUDA machine) gives the GPU section. Exits non-zero
 when a step fails. The templates are `tileblend/upstream/drafts/*.md` and the scripts the drafts embed
 `tileblend/upstream/scripts/*.py`, both in the installed package.
@@ -131,9 +132,9 @@ def check_numbers(check: CheckResult, inherit: bool) -> dict:
     )
     broken_result = f"Each of these deliberate bugs in `vae.py` and every copy makes an added test fail: {bugs}."
     evidence = (
-        f"On a copy of main rewritten in the {'inherit' if inherit else 'copies'} layout, upstream's "
-        f"`check_copies.py`, `ruff check` and `ruff format --check` are {'clean' if clean else 'NOT clean'}, and "
-        f"`{check.test_command}` shows {len(check.regressions)} regressions against the untouched copy. New tests run "
+        f"On that branch, upstream's `check_copies.py`, `ruff check` and `ruff format --check` are "
+        f"{'clean' if clean else 'NOT clean'}, and `{check.test_command}` shows {len(check.regressions)} regressions "
+        "against main. New tests run "
         f"the tiled forward of each tested model ({len(models)}) against a subclass whose blends are the row loop, and "
         f"`AutoencoderMixin.blend_v/h/t` against the loop in four dtypes, at zero tolerance: {passed} pass on a CPU, "
         f"{skipped} (half precision and CUDA graphs) skip without an accelerator. {broken_result}"
@@ -280,7 +281,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exactness-json", type=Path, help="the JSON written by `make exact-vs-simple`")
     parser.add_argument("--gpu-json", type=Path, help="out/gpu-check/summary.json of `make gpu-check` on CUDA")
     parser.add_argument("--issue", type=int, help="the coordination issue's number: also print the PR description")
+    parser.add_argument(
+        "--branch",
+        help="the https URL of the branch holding this change (a rewritten copy of this checkout, pushed), which the "
+        "drafts link so that maintainers rerun their numbers on it",
+    )
     args = parser.parse_args(argv)
+    if not (args.branch or "").startswith("https://"):
+        print(
+            f"upstream-pr: error: --branch {args.branch or ''}: the drafts link the branch that holds this change; "
+            "rewrite a copy of this checkout (`tileblend rewrite [--inherit] COPY`), push it and pass its https URL",
+            file=sys.stderr,
+        )
+        return 2
     # Every JSON file is read before anything is written: a missing, stale or malformed one stops the run here.
     for flag, command in REQUIRED_JSON.items():
         path = getattr(args, flag.removeprefix("--").replace("-", "_"))
@@ -342,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     numbers = rewrite_numbers(rewrite, sizes, args.inherit, clean) | filled
     numbers["untested_classes"] = untested_classes(rewrite, check)
     numbers["issue"] = args.issue
+    numbers["branch"] = args.branch
     numbers["benchmark_script"] = BENCHMARK_SCRIPT.read_text(encoding="utf-8")
     print(f"\nruff check / ruff format --check on {len(touched)} touched files: {numbers['ruff']}")
     print("\n---- DRAFT 1: the coordination issue (open it first; wait for a maintainer's acknowledgment) ----\n")
