@@ -139,7 +139,7 @@ def test_drafts_are_filled_from_the_check_run():
     assert broken in description and broken in " ".join(issue.split())
     assert "`check_copies.py`, `ruff check` and `ruff format --check` are clean" in issue
     assert "shows 0 regressions against main" in issue
-    assert f"**The change.** {BRANCH} (diffusers " in issue
+    assert f"**The change.** {BRANCH}: diffusers " in issue
     assert "the tiled forward of each tested model (1)" in " ".join(issue.split())
     # Without a GPU run, exactness on CUDA is not claimed.
     assert upstream_pr.CUDA_NOT_RUN in description and upstream_pr.CUDA_NOT_RUN in issue
