@@ -135,11 +135,12 @@ def test_drafts_are_filled_from_the_check_run():
         description
     )
     # The evidence sentences come from the run: the broken-blend result, and the issue's summary of the check.
-    broken = "deliberate bugs in `vae.py` and every copy makes an added test fail: one row fewer blended: 1 of 1 fail."
+    broken = "deliberate bugs in `vae.py` and every copy makes an added test fail: one row fewer blended: 1 of the 1 that run fail."
     assert broken in description and broken in " ".join(issue.split())
     assert "`check_copies.py`, `ruff check` and `ruff format --check` are clean" in issue
     assert "shows 0 regressions against main" in issue
-    assert f"**The change.** {BRANCH}: diffusers " in issue
+    assert f"**The change.** {BRANCH}: the copies layout, on diffusers " in issue
+    assert "The added tests, and each bug, one edit at a time, on the branch:" in issue and "    sed -i -E" in issue
     assert "the tiled forward of each tested model (1)" in " ".join(issue.split())
     # Without a GPU run, exactness on CUDA is not claimed.
     assert upstream_pr.CUDA_NOT_RUN in description and upstream_pr.CUDA_NOT_RUN in issue

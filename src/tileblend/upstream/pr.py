@@ -128,7 +128,8 @@ def check_numbers(check: CheckResult, inherit: bool) -> dict:
     models = [name for name in check.added_classes if name != ARITHMETIC_CLASS]
     clean = all(results["rewritten"] for results in (check.copies, check.ruff_check, check.ruff_format))
     bugs = "; ".join(
-        f"{name}: {run.count('failed')} of {len(run.outcomes)} fail" for name, run in check.broken.items()
+        f"{name}: {run.count('failed')} of the {run.count('failed') + run.count('passed')} that run fail"
+        for name, run in check.broken.items()
     )
     broken_result = f"Each of these deliberate bugs in `vae.py` and every copy makes an added test fail: {bugs}."
     evidence = (
