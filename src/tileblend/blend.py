@@ -39,9 +39,10 @@ def blend_v(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor
     With `n = min(a.shape[-2], b.shape[-2], blend_extent)`, each row `y < n` of `b` becomes
     `a[..., y - n, :] * (1 - y / n) + b[..., y, :] * (y / n)`, rounded as PyTorch rounds a tile times a Python
     float: each weight is the Python float cast to `torch.promote_types(b.dtype, torch.float32)`, and each product
-    is rounded to `b.dtype` before the sum. In float32 the weight of `a` is computed as `(n - y) / n`, which gives
-    that cast value where float32 `1 - y / n` does not, and the divisor is a tensor because PyTorch may divide by a
-    Python number as a multiplication by its reciprocal, which rounds differently.
+    is rounded to `b.dtype` before the sum. When the weights are float32 (float32, float16 and bfloat16 tiles), the
+    weight of `a` is computed as `(n - y) / n`, which gives that cast value where float32 `1 - y / n` does not, and
+    the divisor is a tensor because PyTorch may divide by a Python number as a multiplication by its reciprocal,
+    which rounds differently.
 
     Args:
         a (`torch.Tensor`):
@@ -74,9 +75,10 @@ def blend_h(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor
     With `n = min(a.shape[-1], b.shape[-1], blend_extent)`, each column `x < n` of `b` becomes
     `a[..., x - n] * (1 - x / n) + b[..., x] * (x / n)`, rounded as PyTorch rounds a tile times a Python float:
     each weight is the Python float cast to `torch.promote_types(b.dtype, torch.float32)`, and each product is
-    rounded to `b.dtype` before the sum. In float32 the weight of `a` is computed as `(n - x) / n`, which gives
-    that cast value where float32 `1 - x / n` does not, and the divisor is a tensor because PyTorch may divide by a
-    Python number as a multiplication by its reciprocal, which rounds differently.
+    rounded to `b.dtype` before the sum. When the weights are float32 (float32, float16 and bfloat16 tiles), the
+    weight of `a` is computed as `(n - x) / n`, which gives that cast value where float32 `1 - x / n` does not, and
+    the divisor is a tensor because PyTorch may divide by a Python number as a multiplication by its reciprocal,
+    which rounds differently.
 
     Args:
         a (`torch.Tensor`):
@@ -109,9 +111,10 @@ def blend_t(a: torch.Tensor, b: torch.Tensor, blend_extent: int) -> torch.Tensor
     With `n = min(a.shape[-3], b.shape[-3], blend_extent)`, each frame `x < n` of `b` becomes
     `a[..., x - n, :, :] * (1 - x / n) + b[..., x, :, :] * (x / n)`, rounded as PyTorch rounds a tile times a
     Python float: each weight is the Python float cast to `torch.promote_types(b.dtype, torch.float32)`, and each
-    product is rounded to `b.dtype` before the sum. In float32 the weight of `a` is computed as `(n - x) / n`,
-    which gives that cast value where float32 `1 - x / n` does not, and the divisor is a tensor because PyTorch may
-    divide by a Python number as a multiplication by its reciprocal, which rounds differently.
+    product is rounded to `b.dtype` before the sum. When the weights are float32 (float32, float16 and bfloat16
+    tiles), the weight of `a` is computed as `(n - x) / n`, which gives that cast value where float32 `1 - x / n`
+    does not, and the divisor is a tensor because PyTorch may divide by a Python number as a multiplication by its
+    reciprocal, which rounds differently.
 
     Args:
         a (`torch.Tensor`):
