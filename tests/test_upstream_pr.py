@@ -125,7 +125,7 @@ def filled(check=CHECK, gpu=None) -> dict:
 def test_drafts_are_filled_from_the_check_run():
     issue, description = drafts(filled())
     for text in (issue, description):
-        assert not re.search(r"\$(?!\()", text)  # every placeholder filled; `$(...)` is shell
+        assert not re.search(r"\$(?!\(|TESTS\b)", text)  # every placeholder filled; `$(...)` and `$TESTS` are shell
     assert description.startswith("# Vectorize blend_v/blend_h/blend_t in autoencoders\n")
     assert upstream_check.table(CHECK) in description
     assert "replaces the 7 loops (3 `blend_v`, 3 `blend_h`, 1 `blend_t` in 3 files" in " ".join(description.split())
@@ -177,7 +177,12 @@ def test_drafts_are_filled_from_the_check_run():
     assert "(+30 -10 lines, tests included)" in issue and "(+12 -20 lines, tests included)" in issue
     assert "Would you accept a PR along these lines, and which form and layout do you prefer?\n\n<details>" in issue
     assert "\nSupersedes #14722.\n" in issue and "withdrawn" not in issue
-    assert "OMP_NUM_THREADS=1 pytest a -k TilingBlend" in description  # the added test files, from the check run
+    # The added test files, from the check run, then each bug on its own: edit, tests, the modules put back.
+    assert '    TESTS="a"\n    OMP_NUM_THREADS=1 pytest $TESTS -k TilingBlend\n    sed -i -E ' in description
+    assert (
+        "&& OMP_NUM_THREADS=1 pytest $TESTS -k TilingBlend; git checkout -- src/diffusers/models/autoencoders\n"
+        in (description)
+    )
 
 
 @pytest.mark.skipif(shutil.which("sed") is None, reason="needs sed")
@@ -189,7 +194,8 @@ def test_each_deliberate_bug_is_a_sed_command_that_makes_it(tmp_path):
     from tileblend.upstream.blend_methods import upstream_code
 
     _, description = drafts(filled())
-    [command] = [line.strip() for line in description.splitlines() if line.strip().startswith("sed ")]
+    [line] = [line.strip() for line in description.splitlines() if line.strip().startswith("sed ")]
+    command = line.split(" && ")[0]
     module = tmp_path / "src" / "diffusers" / "models" / "autoencoders" / "vae.py"
     module.parent.mkdir(parents=True)
     text = "".join(upstream_code().methods.values())
@@ -414,7 +420,7 @@ def test_main_rewrites_and_prints_both_drafts(installed_checkout, tmp_path, caps
     assert f"This PR replaces the {methods} loops" in " ".join(description.split())
     assert f"diffusers\n{diffusers.__version__}" in description or f"diffusers {diffusers.__version__}" in description
     assert "`ruff format --check` on the touched files: clean" in description
-    assert upstream_check.table(CHECK) in description and not re.search(r"\$(?!\()", description)
+    assert upstream_check.table(CHECK) in description and not re.search(r"\$(?!\(|TESTS\b)", description)
     # Both layouts were planned on the pristine checkout: their diff sizes differ and both are printed.
     copies, inherit = re.findall(r"\(\+(\d+) -(\d+) lines, tests included\)", issue)
     assert copies != inherit and int(copies[0]) > int(inherit[0])

@@ -126,6 +126,7 @@ def check_numbers(check: CheckResult, inherit: bool) -> dict:
     added = list(check.added.values())
     passed, skipped = added.count("passed"), added.count("skipped")
     models = [name for name in check.added_classes if name != ARITHMETIC_CLASS]
+    added_files = " ".join(sorted({test_id.split("::")[0] for test_id in check.added}))
     clean = all(results["rewritten"] for results in (check.copies, check.ruff_check, check.ruff_format))
     bugs = "; ".join(
         f"{name}: {run.count('failed')} of the {run.count('failed') + run.count('passed')} that run fail"
@@ -157,12 +158,20 @@ def check_numbers(check: CheckResult, inherit: bool) -> dict:
         "regressions": len(check.regressions),
         "check_evidence": evidence,
         "broken_result": broken_result,
-        "bug_commands": "\n".join(
-            f"    sed -i -E 's|{MUTATIONS[name][0].pattern}|{MUTATIONS[name][1]}|' src/diffusers/models/autoencoders/*.py"
-            for name in check.broken
-        ),
-        "added_files": " ".join(sorted({test_id.split("::")[0] for test_id in check.added})),
+        "added_test_commands": added_test_commands(added_files, check.broken),
     }
+
+
+def added_test_commands(added_files: str, bugs) -> str:
+    """The shell lines that run the added tests, then each deliberate bug `bugs` names (`check.MUTATIONS`) on its
+    own: the `sed` edit of the autoencoder modules, the tests, and `git checkout` putting the modules back."""
+    modules = "src/diffusers/models/autoencoders"
+    lines = [f'    TESTS="{added_files}"', "    OMP_NUM_THREADS=1 pytest $TESTS -k TilingBlend"]
+    for name in bugs:
+        pattern, replacement = MUTATIONS[name]
+        edit = f"sed -i -E 's|{pattern.pattern}|{replacement}|' {modules}/*.py"
+        lines.append(f"    {edit} && OMP_NUM_THREADS=1 pytest $TESTS -k TilingBlend; git checkout -- {modules}")
+    return "\n".join(lines)
 
 
 PR_STEPS = ("upstream-tests", "pr-benchmark")
