@@ -206,7 +206,7 @@ def measure(arm: str, config: WorkerConfig) -> MemoryResult:
     model = build_model(case, device, config.seed)
     generator = torch.Generator().manual_seed(config.seed)
     latent = torch.randn(case.latent_shape, generator=generator).to(device, DTYPES[case.dtype])
-    if arm == "E":
+    if arm == ENCODE_ARM:
         size, scale = model.tile_sample_min_size, model.tile_sample_min_size // model.tile_latent_min_size
         shape = (latent.shape[0], model.config.in_channels, latent.shape[2] * scale, latent.shape[3] * scale)
         del latent
