@@ -99,6 +99,18 @@ def test_a_journal_that_came_with_the_tree_is_refused(tmp_path, capsys):
     assert vae.read_text() == "x = 1\n"
 
 
+def test_the_read_only_commands_take_a_relative_path_to_a_signed_journal(checkout, monkeypatch, capsys):
+    """This user's own journal, the tree named relatively (or through a link): recovery resolves the tree before it
+    checks the journal's paths, and so do the commands that only describe it."""
+    vae = "src/diffusers/models/autoencoders/vae.py"
+    write_journal(checkout, files=[[vae, True, hashlib.sha256(b"x = 1\n").hexdigest()]])
+    monkeypatch.chdir(checkout.parent)
+    assert tileblend(["rewrite", "checkout", "--check"]) == 2
+    assert copies.main(["--path", "checkout"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("a write was interrupted") == 2 and "refused" not in err, err
+
+
 @pytest.mark.parametrize(
     "command",
     [["rewrite", "--check"], ["rewrite", "--diff"], ["check_copies"]],

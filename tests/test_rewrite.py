@@ -287,6 +287,15 @@ def fifo_module(root: Path) -> list[str]:
     return [f"cannot read {path}: {path} is not a regular file"]
 
 
+def oversized_init(root: Path) -> list[str]:
+    """A sparse `__init__.py` far larger than any module: the version is read within the same size bound."""
+    path = root / "src" / "diffusers" / "__init__.py"
+    path.unlink()
+    with path.open("wb") as file:
+        file.truncate(17 << 20)  # past the 16 MiB bound
+    return [f"cannot read {path}: {path} is larger than"]
+
+
 def no_autoencoder_mixin(root: Path) -> list[str]:
     vae = root / "src" / "diffusers" / AUTOENCODERS / "vae.py"
     replace_text(vae, vae.read_text().replace("class AutoencoderMixin", "class AutoencoderHelpers"))
@@ -297,7 +306,8 @@ def no_autoencoder_mixin(root: Path) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "breakage", [unparsable_module, read_only_module, undecodable_test_module, fifo_module, no_autoencoder_mixin]
+    "breakage",
+    [unparsable_module, read_only_module, undecodable_test_module, fifo_module, oversized_init, no_autoencoder_mixin],
 )
 def test_error_writes_nothing(pristine, tmp_path, capsys, breakage):
     """A tree the rewrite cannot plan or write: one error line naming the cause (`breakage` returns what it must

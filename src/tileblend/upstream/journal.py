@@ -75,6 +75,7 @@ def refuse_pending(tree: Path, remedy: str) -> None:
     copy checker without `--fix_and_overwrite`): raise when `tree` holds a journal, `JournalRefused` for one that
     `read_journal` refuses (`remedy` would refuse it too), else `SourceError` saying that `remedy`, a command, finishes
     the write. Touches nothing."""
+    tree = Path(os.path.realpath(tree))  # as recovery reads it: the journal's paths are checked against it
     if has_journal(tree):
         phase, _ = read_journal(tree)
         done = "removes its backups" if phase == "committed" else "rolls it back"

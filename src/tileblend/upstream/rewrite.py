@@ -68,7 +68,7 @@ def diffusers_tree(path: Path) -> tuple[Path, Path | None]:
 
 def _version(package: Path) -> str:
     """The `__version__` written in the package's `__init__.py`, or "unknown"."""
-    match = re.search(r'^__version__ = "([^"]+)"', (package / "__init__.py").read_text(errors="replace"), re.M)
+    match = re.search(r'^__version__ = "([^"]+)"', read_source(package / "__init__.py").text, re.M)
     return match.group(1) if match else "unknown"
 
 
