@@ -124,10 +124,7 @@ class Tree:
     def lines(self, path: Path) -> list[str]:
         """The current lines of `path` (read on first use); do not modify the list."""
         if path not in self._lines:
-            try:
-                self.sources[path] = read_source(path)
-            except SourceError as error:
-                raise CopyError(str(error)) from error
+            self.sources[path] = read_source(path)  # its SourceError says nothing was written
             self.set_text(path, self.sources[path].text)
         return self._lines[path]
 
